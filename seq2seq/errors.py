@@ -1,0 +1,13 @@
+"""Errors caused by the user's input, reported by the CLI as one line without a traceback."""
+
+
+class Seq2SeqError(Exception):
+    """A mistake in the user's input (files, configs, checkpoints), not a bug."""
+
+
+class DataError(Seq2SeqError):
+    """A corpus file is missing, empty, misaligned or not valid UTF-8."""
+
+
+class CheckpointError(Seq2SeqError):
+    """A checkpoint is missing, truncated, unsafe or does not match the data."""

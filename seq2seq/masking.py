@@ -1,0 +1,60 @@
+"""Masks built from valid lengths, and a softmax that respects them.
+
+Every mask in the toolkit comes from lengths, never from comparing token ids to the
+padding id: a padding id may legitimately occur inside a sentence's valid span.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def sequence_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
+    """True at the valid positions of each row.
+
+    lengths: [...] integer valid lengths.  Returns a bool mask [..., max_len] where
+    ``mask[..., s] = s < lengths[...]``.  ``max_len`` defaults to ``lengths.max()``.
+    """
+    if max_len is None:
+        max_len = int(lengths.max()) if lengths.numel() else 0
+    positions = torch.arange(max_len, device=lengths.device)
+    return positions < lengths.unsqueeze(-1)
+
+
+def key_mask(valid_lens: Tensor, scores: Tensor) -> Tensor:
+    """A bool mask that broadcasts against ``scores`` [B, ..., Tq, S].
+
+    valid_lens: [B] (one length per sentence) or [B, Tq] (one length per query).
+    Returns [B, 1, ..., 1, S] or [B, 1, ..., Tq, S] with as many singleton middle
+    dimensions as ``scores`` has heads or other axes between batch and queries.
+    """
+    keys = scores.size(-1)
+    mask = sequence_mask(valid_lens, keys)  # [B, S] or [B, Tq, S]
+    if valid_lens.dim() == 1:
+        mask = mask.unsqueeze(1)  # [B, 1, S]
+    elif valid_lens.dim() != 2:
+        raise ValueError(f"valid_lens must be [B] or [B, Tq], got shape {tuple(valid_lens.shape)}")
+    middle = scores.dim() - 3  # e.g. heads in [B, H, Tq, S]
+    return mask.view(mask.size(0), *([1] * middle), *mask.shape[1:])
+
+
+def masked_softmax(scores: Tensor, valid_lens: Tensor | None) -> Tensor:
+    """Softmax over the last axis that gives exactly zero weight past the valid length.
+
+    scores: [B, ..., Tq, S]; valid_lens: None, [B] or [B, Tq].
+    A row whose valid length is 0 yields all zeros (never NaN).
+    """
+    if valid_lens is None:
+        return torch.softmax(scores, dim=-1)
+    mask = key_mask(valid_lens, scores)
+    lowest = torch.finfo(scores.dtype).min
+    weights = torch.softmax(scores.masked_fill(~mask, lowest), dim=-1)
+    # Multiplying by the mask makes masked weights exactly 0, and turns the uniform
+    # distribution of an all-masked row into zeros.
+    return weights * mask
+
+
+def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
+    """[T, T] bool mask, True where query t may attend to key s (s <= t)."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()

@@ -1,0 +1,103 @@
+"""The encoder-decoder contract that every model family implements.
+
+Shapes: B sentences, S source positions, T target positions, V target vocabulary.
+Attention maps are ``[B, *heads, T, S]`` from ``forward`` and ``[B, *heads, S]`` from
+``step``, where ``heads`` is ``()`` for single-head RNN attention, ``(H,)`` for
+multi-head RNN attention and ``(L, H)`` (layers, heads) for the Transformer.
+
+    memory = model.encode(src, src_lens)
+    logits, attn = model(src, src_lens, tgt_in)              # teacher forcing
+    state = model.start(memory)                              # for search
+    logprobs, state, attn = model.step(prev_tokens, state)   # one target position
+    state = state.select(beam_indices)                       # beam reordering
+
+Greedy and beam search (``search.py``) are written once against this contract.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class VocabSpec:
+    """What a model needs to know about its vocabularies."""
+
+    src_size: int
+    tgt_size: int
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    joint: bool  # one vocabulary (same ids) on both sides: embeddings may be shared
+
+
+def select_batch(value: Any, indices: Tensor) -> Any:
+    """Reorder every tensor inside ``value`` along its first (batch) axis."""
+    if isinstance(value, Tensor):
+        return value.index_select(0, indices)
+    if isinstance(value, State):
+        return value.select(indices)
+    if isinstance(value, tuple | list):
+        return type(value)(select_batch(v, indices) for v in value)
+    if isinstance(value, dict):
+        return {k: select_batch(v, indices) for k, v in value.items()}
+    return value  # ints, None, flags: not per-sentence
+
+
+StateT = TypeVar("StateT", bound="State")
+
+
+@dataclass
+class State:
+    """Per-sentence tensors (encoder memory, decoder state), every one batch-first."""
+
+    def select(self: StateT, indices: Tensor) -> StateT:
+        """The state of sentences ``indices`` [B'] (repeats allowed: beam expansion)."""
+        changes = {f.name: select_batch(getattr(self, f.name), indices) for f in dataclasses.fields(self)}
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class Memory(State):
+    """The encoder's output for a batch of source sentences.
+
+    states: [B, S, D] encoder outputs; lens: [B] valid source lengths;
+    final: [B, D_final] a summary of each sentence (RNN bridge input) or None.
+    """
+
+    states: Tensor
+    lens: Tensor
+    final: Tensor | None = None
+
+
+class EncoderDecoder(nn.Module, ABC):
+    """An attentional encoder-decoder over padded batches with valid lengths."""
+
+    def __init__(self, vocab: VocabSpec) -> None:
+        super().__init__()
+        self.vocab = vocab
+
+    @abstractmethod
+    def encode(self, src: Tensor, src_lens: Tensor) -> Memory:
+        """src: [B, S] ids, src_lens: [B] -> Memory with states [B, S, D]."""
+
+    @abstractmethod
+    def start(self, memory: Memory) -> State:
+        """The decoder state before the first target token."""
+
+    @abstractmethod
+    def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State, Tensor]:
+        """prev_tokens: [B] -> (log-probabilities [B, V], next state, attention [B, *heads, S])."""
+
+    @abstractmethod
+    def decode(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        """Teacher forcing. tgt_in: [B, T] (BOS first) -> (logits [B, T, V], attn [B, *heads, T, S])."""
+
+    def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        """src: [B, S], src_lens: [B], tgt_in: [B, T] -> (logits [B, T, V], attn [B, *heads, T, S])."""
+        return self.decode(self.encode(src, src_lens), tgt_in)
