@@ -58,7 +58,9 @@ class State:
 
     def select(self: StateT, indices: Tensor) -> StateT:
         """The state of sentences ``indices`` [B'] (repeats allowed: beam expansion)."""
-        changes = {f.name: select_batch(getattr(self, f.name), indices) for f in dataclasses.fields(self)}
+        changes = {
+            f.name: select_batch(getattr(self, f.name), indices) for f in dataclasses.fields(self)
+        }
         return dataclasses.replace(self, **changes)
 
 
@@ -96,8 +98,11 @@ class EncoderDecoder(nn.Module, ABC):
 
     @abstractmethod
     def decode(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
-        """Teacher forcing. tgt_in: [B, T] (BOS first) -> (logits [B, T, V], attn [B, *heads, T, S])."""
+        """Teacher forcing.
+
+        tgt_in: [B, T] (BOS first) -> (logits [B, T, V], attn [B, *heads, T, S]).
+        """
 
     def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
-        """src: [B, S], src_lens: [B], tgt_in: [B, T] -> (logits [B, T, V], attn [B, *heads, T, S])."""
+        """src [B, S], src_lens [B], tgt_in [B, T] -> (logits [B, T, V], attn [B, *heads, T, S])."""
         return self.decode(self.encode(src, src_lens), tgt_in)

@@ -1,0 +1,58 @@
+"""The call every attention module shares.
+
+    context, weights = attention(queries, keys, values, valid_lens, query_pos=None)
+    # queries [B, Tq, Dq]  keys [B, S, Dk]  values [B, S, Dv]  valid_lens [B] or [B, Tq]
+    # context [B, Tq, Dc]  weights [B, Tq, S]  (multi-head: [B, H, Tq, S])
+    # query_pos [B, Tq]: the target positions of the queries (local-m centres on them)
+
+Work that depends only on the keys and values is split out into ``prepare``, so that a
+decoder does it once per source sentence (in ``start``) and then calls ``attend`` at
+every step with the prepared tensors. ``forward`` is simply ``attend(prepare(...))``.
+Weights are returned, never stored on the module.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from torch import Tensor, nn
+
+
+class Attention(nn.Module, ABC):
+    """Base class. Subclasses take ``(query_size, key_size, ...)`` as their first arguments,
+    so a config can name one and the decoder fills in the sizes it knows."""
+
+    def __init__(self, query_size: int, key_size: int) -> None:
+        super().__init__()
+        self.query_size = query_size
+        self.key_size = key_size
+
+    def context_size(self, value_size: int) -> int:
+        """Size Dc of the context vectors given values of size Dv."""
+        return value_size
+
+    def prepare(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Per-sentence work on keys [B, S, Dk] and values [B, S, Dv]; identity by default."""
+        return keys, values
+
+    @abstractmethod
+    def attend(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None,
+        query_pos: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Attention with keys and values already passed through ``prepare``."""
+
+    def forward(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None,
+        query_pos: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        keys, values = self.prepare(keys, values)
+        return self.attend(queries, keys, values, valid_lens, query_pos)

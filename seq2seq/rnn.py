@@ -1,0 +1,292 @@
+"""RNN encoder-decoders: a bidirectional packed encoder and attentional decoders.
+
+Decoder styles (the attention is a pluggable part of either, never named in here):
+- ``bahdanau``: attend with the previous state s_{t-1}, then step the RNN on
+  [embedding; context]; predict from tanh(W_o [s_t; c_t; embedding]).
+- ``luong``: step the RNN on [embedding; h~_{t-1}] (input feeding), attend with h_t,
+  form h~_t = tanh(W_c [c_t; h_t]) and predict from it.
+
+Shapes: B batch, S source length, T target length, E embedding size, H hidden size,
+L decoder layers, C context size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from seq2seq.attention import AdditiveAttention, Attention
+from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec
+
+CellType = Literal["gru", "lstm"]
+Hidden = Tensor | tuple[Tensor, Tensor]  # GRU: [B, L, H]; LSTM: (h, c), each [B, L, H]
+
+_CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM}
+
+
+def _to_torch(hidden: Hidden) -> Hidden:
+    """Batch-first state [B, L, H] -> the layer-first layout [L, B, H] nn.GRU/LSTM take."""
+    if isinstance(hidden, tuple):
+        return tuple(h.transpose(0, 1).contiguous() for h in hidden)  # type: ignore[return-value]
+    return hidden.transpose(0, 1).contiguous()
+
+
+def _from_torch(hidden: Hidden) -> Hidden:
+    if isinstance(hidden, tuple):
+        return tuple(h.transpose(0, 1) for h in hidden)  # type: ignore[return-value]
+    return hidden.transpose(0, 1)
+
+
+def _top_layer(hidden: Hidden) -> Tensor:
+    """The last layer's hidden state h [B, H] (for an LSTM, not its cell)."""
+    h = hidden[0] if isinstance(hidden, tuple) else hidden
+    return h[:, -1]
+
+
+class RNNEncoder(nn.Module):
+    """Embedding, dropout and a (bidirectional) GRU/LSTM over packed sequences."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        embed_size: int,
+        hidden_size: int,
+        num_layers: int,
+        cell: CellType,
+        bidirectional: bool,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = _CELLS[cell](
+            embed_size,
+            hidden_size,
+            num_layers,
+            batch_first=True,
+            bidirectional=bidirectional,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+        self.output_size = hidden_size * (2 if bidirectional else 1)
+
+    def forward(self, src: Tensor, src_lens: Tensor) -> Memory:
+        """src [B, S], src_lens [B] -> Memory(states [B, S, Do], lens, final [B, Do])."""
+        B, S = src.shape
+        embedded = self.dropout(self.embed(src))  # [B, S, E]
+        packed = pack_padded_sequence(
+            embedded, src_lens.cpu().clamp(min=1), batch_first=True, enforce_sorted=False
+        )
+        outputs, hidden = self.rnn(packed)
+        states, _ = pad_packed_sequence(outputs, batch_first=True, total_length=S)  # [B, S, Do]
+        h_n = hidden[0] if isinstance(hidden, tuple) else hidden  # [layers*dirs, B, H]
+        directions = 2 if self.rnn.bidirectional else 1
+        final = h_n[-directions:].transpose(0, 1).reshape(B, -1)  # last layer, both ways: [B, Do]
+        return Memory(states=self.dropout(states), lens=src_lens, final=final)
+
+
+@dataclass
+class RNNState(State):
+    """Decoder state between steps. Every tensor is batch-first."""
+
+    hidden: Hidden  # [B, L, H] (or (h, c))
+    keys: Tensor  # attention-prepared keys [B, S, *]
+    values: Tensor  # attention-prepared values [B, S, *]
+    src_lens: Tensor  # [B]
+    feed: Tensor  # Luong input feeding h~_{t-1} [B, H]; unused ([B, 0]) otherwise
+    position: int  # target position t of the next step
+
+
+class RNNDecoder(nn.Module):
+    """What both decoder styles share: embedding, bridge, RNN stack, attention, output layer.
+
+    A style defines the RNN's input size, the size of the vector ``combine`` turns into
+    the pre-output, and ``_step``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        embed_size: int,
+        hidden_size: int,
+        num_layers: int,
+        cell: CellType,
+        memory_size: int,
+        attention: Callable[[int, int], Attention],
+        dropout: float,
+        input_feeding: bool,
+    ) -> None:
+        super().__init__()
+        self.embed_size, self.hidden_size, self.num_layers = embed_size, hidden_size, num_layers
+        self.cell, self.input_feeding = cell, input_feeding
+        self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.attention = attention(hidden_size, memory_size)
+        self.context_size = self.attention.context_size(memory_size)
+        self.bridge = nn.Linear(memory_size, num_layers * hidden_size)
+        self.rnn = _CELLS[cell](
+            self.rnn_input_size(),
+            hidden_size,
+            num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+        self.combine = nn.Linear(self.combine_size(), hidden_size)
+        self.output = nn.Linear(hidden_size, vocab_size)
+
+    def rnn_input_size(self) -> int:
+        raise NotImplementedError
+
+    def combine_size(self) -> int:
+        raise NotImplementedError
+
+    def start(self, memory: Memory) -> RNNState:
+        """Bridge the encoder summary to every layer's initial state; prepare the keys once."""
+        B = memory.states.size(0)
+        h0 = torch.tanh(self.bridge(memory.final)).view(B, self.num_layers, self.hidden_size)
+        hidden: Hidden = (h0, torch.zeros_like(h0)) if self.cell == "lstm" else h0
+        keys, values = self.attention.prepare(memory.states, memory.states)
+        feed = memory.states.new_zeros(B, self.hidden_size if self.input_feeding else 0)
+        return RNNState(hidden, keys, values, memory.lens, feed, position=0)
+
+    def _attend(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor]:
+        """query [B, Dq] -> (context [B, C], weights [B, *heads, S])."""
+        position = torch.full_like(state.src_lens, state.position).unsqueeze(1)  # [B, 1]
+        context, weights = self.attention.attend(
+            query.unsqueeze(1), state.keys, state.values, state.src_lens, position
+        )
+        return context.squeeze(1), weights.squeeze(-2)
+
+    def _run_rnn(self, rnn_input: Tensor, hidden: Hidden) -> tuple[Tensor, Hidden]:
+        """One RNN step: rnn_input [B, I], hidden [B, L, H] -> (top output [B, H], hidden)."""
+        output, new_hidden = self.rnn(rnn_input.unsqueeze(1), _to_torch(hidden))
+        return output.squeeze(1), _from_torch(new_hidden)
+
+    def _step(self, embedded: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
+        """embedded [B, E] -> (pre-output [B, H], next state, attention [B, *heads, S])."""
+        raise NotImplementedError
+
+    def forward(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: tgt_in [B, T] -> (logits [B, T, V], attention [B, *heads, T, S])."""
+        state = self.start(memory)
+        embedded = self.dropout(self.embed(tgt_in))  # [B, T, E]
+        pre_outputs, weights = [], []
+        for t in range(tgt_in.size(1)):
+            pre, state, attn = self._step(embedded[:, t], state)
+            pre_outputs.append(pre)
+            weights.append(attn)
+        # One large output projection for all steps instead of T small ones.
+        logits = self.output(torch.stack(pre_outputs, dim=1))  # [B, T, V]
+        return logits, torch.stack(weights, dim=-2)
+
+    def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
+        """prev_tokens [B] -> (log-probs [B, V], next state, attention [B, *heads, S])."""
+        pre, state, attn = self._step(self.dropout(self.embed(prev_tokens)), state)
+        return torch.log_softmax(self.output(pre), dim=-1), state, attn
+
+
+class BahdanauDecoder(RNNDecoder):
+    """Attend with s_{t-1}; step on [y_{t-1}; c_t]; pre-output tanh(W [s_t; c_t; y_{t-1}])."""
+
+    def rnn_input_size(self) -> int:
+        return self.embed_size + self.context_size
+
+    def combine_size(self) -> int:
+        return self.hidden_size + self.context_size + self.embed_size
+
+    def _step(self, embedded: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
+        context, weights = self._attend(_top_layer(state.hidden), state)
+        output, hidden = self._run_rnn(torch.cat([embedded, context], dim=-1), state.hidden)
+        pre = torch.tanh(self.combine(torch.cat([output, context, embedded], dim=-1)))
+        next_state = RNNState(
+            hidden, state.keys, state.values, state.src_lens, state.feed, state.position + 1
+        )
+        return self.dropout(pre), next_state, weights
+
+
+class LuongDecoder(RNNDecoder):
+    """Step on [y_{t-1}; h~_{t-1}] (input feeding), attend with h_t, h~_t = tanh(W_c [c_t; h_t])."""
+
+    def rnn_input_size(self) -> int:
+        return self.embed_size + (self.hidden_size if self.input_feeding else 0)
+
+    def combine_size(self) -> int:
+        return self.context_size + self.hidden_size
+
+    def _step(self, embedded: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
+        output, hidden = self._run_rnn(torch.cat([embedded, state.feed], dim=-1), state.hidden)
+        context, weights = self._attend(output, state)
+        attentional = torch.tanh(self.combine(torch.cat([context, output], dim=-1)))  # h~_t
+        feed = attentional if self.input_feeding else state.feed
+        next_state = RNNState(
+            hidden, state.keys, state.values, state.src_lens, feed, state.position + 1
+        )
+        return self.dropout(attentional), next_state, weights
+
+
+_DECODERS: dict[str, type[RNNDecoder]] = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}
+
+
+class RNNSeq2Seq(EncoderDecoder):
+    """A (bi)directional RNN encoder and an attentional RNN decoder of either style.
+
+    ``attention`` is the pluggable part: any ``Attention`` class, built by the decoder with
+    query size = ``hidden_size`` and key size = the encoder's output size.
+    ``input_feeding`` applies to the Luong style (the Bahdanau style feeds the context itself).
+    """
+
+    def __init__(
+        self,
+        vocab: VocabSpec,
+        embed_size: int = 256,
+        hidden_size: int = 256,
+        encoder_layers: int = 1,
+        decoder_layers: int = 1,
+        cell: CellType = "gru",
+        bidirectional: bool = True,
+        style: Literal["bahdanau", "luong"] = "bahdanau",
+        attention: Callable[[int, int], Attention] = AdditiveAttention,
+        input_feeding: bool = True,
+        dropout: float = 0.2,
+    ) -> None:
+        super().__init__(vocab)
+        self.encoder = RNNEncoder(
+            vocab.src_size,
+            vocab.pad_id,
+            embed_size,
+            hidden_size,
+            encoder_layers,
+            cell,
+            bidirectional,
+            dropout,
+        )
+        self.decoder = _DECODERS[style](
+            vocab.tgt_size,
+            vocab.pad_id,
+            embed_size,
+            hidden_size,
+            decoder_layers,
+            cell,
+            self.encoder.output_size,
+            attention,
+            dropout,
+            input_feeding,
+        )
+
+    def encode(self, src: Tensor, src_lens: Tensor) -> Memory:
+        return self.encoder(src, src_lens)
+
+    def start(self, memory: Memory) -> RNNState:
+        return self.decoder.start(memory)
+
+    def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
+        return self.decoder.step(prev_tokens, state)
+
+    def decode(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        return self.decoder(memory, tgt_in)

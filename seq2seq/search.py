@@ -1,0 +1,189 @@
+"""Greedy and batched beam search, written once against the encoder-decoder contract.
+
+Both drop a sentence from the batch as soon as it is finished, so the remaining
+sentences run on a smaller state. Shapes: B sentences, K beam size, V vocabulary,
+S source length, A sentences still active.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seq2seq.model import EncoderDecoder, State
+
+
+@dataclass
+class Hypothesis:
+    """One translation. ``tokens`` exclude BOS and EOS.
+
+    score: the log-probability divided by the GNMT length penalty (what beams are ranked by);
+    attention: [len(tokens) + 1, *heads, S_i] (the last row is the EOS step), or None.
+    """
+
+    tokens: list[int]
+    score: float
+    logprob: float
+    attention: Tensor | None = None
+
+
+def max_output_lengths(src_lens: Tensor, ratio: float, offset: int) -> Tensor:
+    """Longest output (tokens before EOS) per sentence: floor(ratio * S_i + offset). [B]."""
+    return (src_lens.float() * ratio + offset).floor().long().clamp(min=1)
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT length penalty ((5 + |Y|) / 6) ** alpha (Wu et al., 2016); |Y| counts EOS."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def translate_batch(
+    model: EncoderDecoder,
+    src: Tensor,
+    src_lens: Tensor,
+    beam_size: int = 1,
+    length_penalty_alpha: float = 1.0,
+    n_best: int = 1,
+    max_len_ratio: float = 1.5,
+    max_len_offset: int = 10,
+    return_attention: bool = False,
+) -> list[list[Hypothesis]]:
+    """The n-best translations of each sentence in src [B, S] (best first)."""
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"n_best must be between 1 and beam_size={beam_size}, got {n_best}")
+    max_lens = max_output_lengths(src_lens, max_len_ratio, max_len_offset)
+    state = model.start(model.encode(src, src_lens))
+    if beam_size == 1:
+        hyps = _greedy(model, state, src_lens, max_lens, length_penalty_alpha, return_attention)
+        return [[h] for h in hyps]
+    return _beam(
+        model, state, src_lens, max_lens, beam_size, length_penalty_alpha, n_best, return_attention
+    )
+
+
+def _force_eos(logprobs: Tensor, rows: Tensor, eos_id: int) -> Tensor:
+    """Only EOS is possible in ``rows`` (bool [N]) of logprobs [N, V]."""
+    forced = torch.full_like(logprobs, float("-inf"))
+    forced[:, eos_id] = 0.0
+    return torch.where(rows.unsqueeze(1), forced, logprobs)
+
+
+def _greedy(
+    model: EncoderDecoder,
+    state: State,
+    src_lens: Tensor,
+    max_lens: Tensor,
+    alpha: float,
+    keep_attn: bool,
+) -> list[Hypothesis]:
+    B, eos = src_lens.size(0), model.vocab.eos_id
+    active = torch.arange(B, device=src_lens.device)  # original index of each row
+    prev = torch.full((B,), model.vocab.bos_id, dtype=torch.long, device=src_lens.device)
+    tokens = prev.new_zeros(B, 0)
+    logprob = torch.zeros(B, device=src_lens.device)
+    history: Tensor | None = None  # [A, t, *heads, S]
+    results: list[Hypothesis | None] = [None] * B
+    t = 0
+    while active.numel():
+        logprobs, state, attn = model.step(prev, state)
+        logprobs = _force_eos(logprobs, max_lens[active] <= t, eos)
+        best, prev = logprobs.max(dim=-1)
+        logprob = logprob + best
+        if keep_attn:
+            step_attn = attn.unsqueeze(1)
+            history = step_attn if history is None else torch.cat([history, step_attn], dim=1)
+        done = prev == eos
+        for row in done.nonzero().flatten().tolist():
+            i = int(active[row])
+            results[i] = Hypothesis(
+                tokens=tokens[row].tolist(),
+                score=float(logprob[row]) / length_penalty(t + 1, alpha),
+                logprob=float(logprob[row]),
+                attention=_trim(history[row], src_lens[i]) if history is not None else None,
+            )
+        tokens = torch.cat([tokens, prev.unsqueeze(1)], dim=1)
+        if done.any():
+            keep = (~done).nonzero().flatten()
+            active, prev, tokens, logprob = active[keep], prev[keep], tokens[keep], logprob[keep]
+            state = state.select(keep)
+            history = history[keep] if history is not None else None
+        t += 1
+    return results  # type: ignore[return-value]
+
+
+def _trim(attention: Tensor, src_len: Tensor) -> Tensor:
+    """Drop padding columns: attention [T, *heads, S] -> [T, *heads, S_i]."""
+    return attention[..., : int(src_len)].clone()
+
+
+def _beam(
+    model: EncoderDecoder,
+    state: State,
+    src_lens: Tensor,
+    max_lens: Tensor,
+    K: int,
+    alpha: float,
+    n_best: int,
+    keep_attn: bool,
+) -> list[list[Hypothesis]]:
+    B, eos, device = src_lens.size(0), model.vocab.eos_id, src_lens.device
+    state = state.select(torch.arange(B, device=device).repeat_interleave(K))  # rows a*K + k
+    active = torch.arange(B, device=device)
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
+    prev = torch.full((B * K,), model.vocab.bos_id, dtype=torch.long, device=device)
+    tokens = prev.new_zeros(B * K, 0)
+    history: Tensor | None = None  # [A*K, t, *heads, S]
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    t = 0
+    while active.numel():
+        A = active.numel()
+        logprobs, state, attn = model.step(prev, state)  # [A*K, V]
+        at_limit = (max_lens[active] <= t).repeat_interleave(K)
+        logprobs = _force_eos(logprobs, at_limit, eos)
+        V = logprobs.size(-1)
+        candidates = (scores.view(-1, 1) + logprobs).view(A, K * V)
+        cand_scores, cand_ids = candidates.topk(2 * K, dim=1)  # [A, 2K]
+        beam, token = cand_ids // V, cand_ids % V
+        rows = beam + torch.arange(A, device=device).unsqueeze(1) * K  # [A, 2K] rows of state
+        if keep_attn:
+            step_attn = attn.unsqueeze(1)
+            history = step_attn if history is None else torch.cat([history, step_attn], dim=1)
+
+        # Finish EOS candidates ranked within the top K (at most one per beam).
+        is_eos = token == eos
+        finishing = is_eos & (torch.arange(2 * K, device=device) < K) & cand_scores.isfinite()
+        penalty = length_penalty(t + 1, alpha)
+        for a, c in finishing.nonzero().tolist():
+            i, row = int(active[a]), int(rows[a, c])
+            total = float(cand_scores[a, c])
+            finished[i].append(
+                Hypothesis(
+                    tokens=tokens[row].tolist(),
+                    score=total / penalty,
+                    logprob=total,
+                    attention=_trim(history[row], src_lens[i]) if history is not None else None,
+                )
+            )
+        # Continue with the K best candidates that are not EOS.
+        order = (torch.arange(2 * K, device=device) + is_eos * 2 * K).argsort(dim=1)[:, :K]
+        scores = cand_scores.gather(1, order)  # [A, K]
+        chosen_rows = rows.gather(1, order).flatten()  # [A*K]
+        prev = token.gather(1, order).flatten()
+        tokens = torch.cat([tokens[chosen_rows], prev.unsqueeze(1)], dim=1)
+        state = state.select(chosen_rows)
+        history = history[chosen_rows] if history is not None else None
+
+        n_done = torch.tensor([len(finished[int(i)]) for i in active], device=device)
+        done = (n_done >= K) | (max_lens[active] <= t)
+        if done.any():
+            keep = (~done).nonzero().flatten()
+            keep_rows = (keep.unsqueeze(1) * K + torch.arange(K, device=device)).flatten()
+            active, scores = active[keep], scores[keep]
+            prev, tokens, state = prev[keep_rows], tokens[keep_rows], state.select(keep_rows)
+            history = history[keep_rows] if history is not None else None
+        t += 1
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
