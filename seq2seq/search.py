@@ -65,9 +65,9 @@ def translate_batch(
 
 
 def _force_eos(logprobs: Tensor, rows: Tensor, eos_id: int) -> Tensor:
-    """Only EOS is possible in ``rows`` (bool [N]) of logprobs [N, V]."""
+    """Only EOS (at its own log-probability) remains possible in ``rows`` (bool [N]) of [N, V]."""
     forced = torch.full_like(logprobs, float("-inf"))
-    forced[:, eos_id] = 0.0
+    forced[:, eos_id] = logprobs[:, eos_id]
     return torch.where(rows.unsqueeze(1), forced, logprobs)
 
 

@@ -1,0 +1,90 @@
+"""Greedy and beam search, written once against the model contract."""
+
+import torch
+
+from seq2seq.model import VocabSpec
+from seq2seq.rnn import RNNSeq2Seq
+from seq2seq.search import _beam, length_penalty, max_output_lengths, translate_batch
+
+VOCAB = VocabSpec(src_size=30, tgt_size=12, pad_id=0, bos_id=2, eos_id=3, joint=False)
+
+
+def setup_model():
+    torch.manual_seed(1)
+    model = RNNSeq2Seq(VOCAB, embed_size=8, hidden_size=12, dropout=0.0).eval()
+    src = torch.randint(4, VOCAB.src_size, (6, 7))
+    src_lens = torch.tensor([7, 4, 1, 5, 6, 7])
+    return model, src, src_lens
+
+
+def test_beam_of_one_equals_greedy():
+    model, src, src_lens = setup_model()
+    greedy = translate_batch(model, src, src_lens, beam_size=1, return_attention=True)
+    with torch.no_grad():
+        state = model.start(model.encode(src, src_lens))
+        beam = _beam(model, state, src_lens, max_output_lengths(src_lens, 1.5, 10), 1, 1.0, 1, True)
+    for (g,), (b,) in zip(greedy, beam, strict=True):
+        assert g.tokens == b.tokens
+        assert abs(g.score - b.score) < 1e-4
+        assert torch.allclose(g.attention, b.attention)
+
+
+def test_greedy_picks_the_argmax_at_every_step():
+    model, src, src_lens = setup_model()
+    (hyp,) = translate_batch(model, src[:1], src_lens[:1])[0]
+    state = model.start(model.encode(src[:1], src_lens[:1]))
+    prev = torch.tensor([VOCAB.bos_id])
+    for token in hyp.tokens:
+        logprobs, state, _ = model.step(prev, state)
+        assert int(logprobs.argmax()) == token
+        prev = torch.tensor([token])
+
+
+def test_beam_returns_sorted_nbest_within_max_length():
+    model, src, src_lens = setup_model()
+    results = translate_batch(
+        model, src, src_lens, beam_size=4, n_best=3, max_len_ratio=1.0, max_len_offset=2
+    )
+    limits = max_output_lengths(src_lens, 1.0, 2)
+    for nbest, limit in zip(results, limits.tolist(), strict=True):
+        assert len(nbest) == 3
+        assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+        for h in nbest:
+            assert len(h.tokens) <= limit
+            assert VOCAB.eos_id not in h.tokens
+            expected = h.logprob / length_penalty(len(h.tokens) + 1, 1.0)
+            assert abs(h.score - expected) < 1e-4
+
+
+def test_beam_scores_are_the_model_log_probabilities():
+    model, src, src_lens = setup_model()
+    nbest = translate_batch(model, src[:2], src_lens[:2], beam_size=3, n_best=3)
+    for i, hyps in enumerate(nbest):
+        for h in hyps:
+            state = model.start(model.encode(src[i : i + 1], src_lens[i : i + 1]))
+            total, prev = 0.0, VOCAB.bos_id
+            for token in [*h.tokens, VOCAB.eos_id]:
+                with torch.no_grad():
+                    logprobs, state, _ = model.step(torch.tensor([prev]), state)
+                total += float(logprobs[0, token])
+                prev = token
+            assert abs(total - h.logprob) < 1e-3
+
+
+def test_batched_beam_equals_one_sentence_at_a_time():
+    model, src, src_lens = setup_model()
+    together = translate_batch(model, src, src_lens, beam_size=3)
+    for i in range(src.size(0)):
+        length = int(src_lens[i])
+        alone = translate_batch(model, src[i : i + 1, :length], src_lens[i : i + 1], beam_size=3)
+        assert alone[0][0].tokens == together[i][0].tokens
+
+
+def test_attention_rows_match_the_output():
+    model, src, src_lens = setup_model()
+    for nbest in translate_batch(model, src, src_lens, beam_size=3, return_attention=True):
+        h = nbest[0]
+        assert h.attention.shape[0] == len(h.tokens) + 1  # one row per token and EOS
+    for i, (h,) in enumerate(translate_batch(model, src, src_lens, return_attention=True)):
+        assert h.attention.shape == (len(h.tokens) + 1, int(src_lens[i]))
+        assert torch.allclose(h.attention.sum(-1), torch.ones(len(h.tokens) + 1))
