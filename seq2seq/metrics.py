@@ -1,0 +1,207 @@
+"""Corpus scoring with sacrebleu: BLEU / chrF / TER with signatures, paired bootstrap, and the
+Multi30k-literature BLEU (lowercased, Moses-normalised, Moses-tokenised text).
+
+Every result is a plain dict of floats, ints and strings, so it can be printed with ``json.dumps``.
+Scores are on sacrebleu's 0-100 scale.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import cache
+from typing import TypedDict
+
+from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.metrics.base import Metric
+from sacrebleu.significance import PairedTest
+from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+from seq2seq.errors import DataError, Seq2SeqError
+
+METRICS: dict[str, type[Metric]] = {"bleu": BLEU, "chrf": CHRF, "ter": TER}
+
+
+class LengthMismatchError(DataError, ValueError):
+    """Hypotheses and references do not pair up line by line.
+
+    A ``DataError`` (the CLI reports it in one line) that is also the ``ValueError`` a library
+    caller expects for arguments that do not fit together.
+    """
+
+
+class MetricScore(TypedDict):
+    """One metric's corpus score and the sacrebleu signature that makes it reproducible."""
+
+    score: float
+    signature: str
+
+
+class BleuScore(MetricScore):
+    """BLEU with the parts it is made of: n-gram precisions (1..4, in %) and brevity penalty."""
+
+    precisions: list[float]
+    bp: float
+    hyp_len: int
+    ref_len: int
+
+
+class SystemBootstrap(TypedDict):
+    """A system's BLEU, its bootstrap mean and the half-width of the 95% interval around it."""
+
+    score: float
+    mean: float
+    ci: float
+
+
+class PairedBootstrap(TypedDict):
+    """Both systems' BLEU with intervals, and the p-value of their difference."""
+
+    a: SystemBootstrap
+    b: SystemBootstrap
+    p_value: float
+    signature: str
+
+
+def _check_pairs(hyps: Sequence[str], refs: Sequence[str], what: str = "hypotheses") -> None:
+    """Raise unless there is one reference per hypothesis and at least one of each."""
+    if len(hyps) != len(refs):
+        raise LengthMismatchError(
+            f"{len(hyps)} {what} but {len(refs)} references: they must pair up line by line"
+        )
+    if not hyps:
+        raise DataError("nothing to score: 0 hypotheses and 0 references")
+
+
+def _bleu_result(metric: BLEU, hyps: Sequence[str], refs: Sequence[str]) -> BleuScore:
+    """Corpus BLEU of ``hyps`` against one reference each, with its details."""
+    result = metric.corpus_score(list(hyps), [list(refs)])
+    return BleuScore(
+        score=float(result.score),
+        signature=str(metric.get_signature()),
+        precisions=[float(p) for p in result.precisions],
+        bp=float(result.bp),
+        hyp_len=int(result.sys_len),
+        ref_len=int(result.ref_len),
+    )
+
+
+def score_corpus(
+    hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[str] = ("bleu", "chrf")
+) -> dict[str, MetricScore]:
+    """Score detokenised hypotheses against one detokenised reference each.
+
+    ``metrics`` picks from ``METRICS`` (``bleu``, ``chrf``, ``ter``); each uses sacrebleu's
+    defaults (BLEU: cased, 13a tokenisation). Returns ``{name: {"score", "signature", ...}}``;
+    the BLEU entry adds ``precisions``, ``bp``, ``hyp_len`` and ``ref_len``.
+    """
+    unknown = [name for name in metrics if name not in METRICS]
+    if unknown:
+        raise Seq2SeqError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
+    _check_pairs(hyps, refs)
+    scores: dict[str, MetricScore] = {}
+    for name in metrics:
+        metric = METRICS[name]()
+        if isinstance(metric, BLEU):
+            scores[name] = _bleu_result(metric, hyps, refs)
+        else:
+            result = metric.corpus_score(list(hyps), [list(refs)])
+            scores[name] = MetricScore(
+                score=float(result.score), signature=str(metric.get_signature())
+            )
+    return scores
+
+
+@cache
+def _moses(lang: str) -> tuple[MosesPunctNormalizer, MosesTokenizer]:
+    """The (slow to build) Moses normaliser and tokeniser for ``lang``, built once per language.
+
+    ``perl_parity`` keeps normalize-punctuation.perl's quirks that the Multi30k references carry,
+    e.g. a right single quote not between two ASCII letters becomes ``"`` (``d’œil``).
+    """
+    return MosesPunctNormalizer(lang=lang, perl_parity=True), MosesTokenizer(lang=lang)
+
+
+def literature_tokenize(line: str, lang: str) -> str:
+    """Lowercase, Moses-normalise punctuation, Moses-tokenise with XML escaping (``&apos;``).
+
+    Reproduces the Multi30k ``*.lc.norm.tok.*`` references, i.e.
+    ``lowercase | normalize-punctuation.perl -l L | tokenizer.perl -l L``, tokens joined by
+    single spaces. The newline appended before normalising stands in for the one Perl keeps
+    on each line: some rules only fire before it, e.g. German/French ``tea."`` -> ``tea".``.
+    """
+    normalizer, tokenizer = _moses(lang)
+    normalized = normalizer.normalize(line.rstrip("\n").lower() + "\n")
+    return tokenizer.tokenize(normalized, return_str=True, escape=True)
+
+
+def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> BleuScore:
+    """BLEU as the Multi30k literature reports it: on ``literature_tokenize``d text.
+
+    Both ``hyps`` and ``refs`` are raw (detokenised, cased) lines; sacrebleu does not tokenise
+    again, and its signature says so (``case:lc|tok:none``).
+    """
+    _check_pairs(hyps, refs)
+    return _bleu_result(
+        BLEU(tokenize="none", lowercase=True),
+        [literature_tokenize(line, lang) for line in hyps],
+        [literature_tokenize(line, lang) for line in refs],
+    )
+
+
+@contextmanager
+def _sacrebleu_seed(seed: int) -> Iterator[None]:
+    """Set the seed of sacrebleu's significance tests, which read it only from the environment."""
+    previous = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = str(seed)
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["SACREBLEU_SEED"]
+        else:
+            os.environ["SACREBLEU_SEED"] = previous
+
+
+def paired_bootstrap(
+    hyps_a: Sequence[str],
+    hyps_b: Sequence[str],
+    refs: Sequence[str],
+    n_samples: int = 1000,
+    seed: int = 12345,
+) -> PairedBootstrap:
+    """Paired bootstrap resampling (Koehn 2004) of corpus BLEU, as ``sacrebleu --paired-bs``.
+
+    Both systems are scored on the same ``n_samples`` resamples of the test set; ``ci`` is the
+    half-width of each system's 95% interval and ``p_value`` that of the BLEU difference
+    (system ``a`` is sacrebleu's baseline). ``seed`` must be positive: sacrebleu treats 0 as
+    "unseeded".
+    """
+    if n_samples < 1 or seed < 1:
+        raise Seq2SeqError(f"n_samples and seed must be positive, got {n_samples} and {seed}")
+    _check_pairs(hyps_a, refs, "hypotheses from system a")
+    _check_pairs(hyps_b, refs, "hypotheses from system b")
+    with _sacrebleu_seed(seed):
+        test = PairedTest(
+            [("a", list(hyps_a)), ("b", list(hyps_b))],
+            {"BLEU": BLEU()},
+            [list(refs)],
+            test_type="bs",
+            n_samples=n_samples,
+        )
+        signatures, results = test()
+    result_a, result_b = results["BLEU"]
+    # sacrebleu counts resampled differences strictly above the real one, so two identical
+    # systems (every difference 0) would get the smallest p-value, 1 / (n_samples + 1).
+    p_value = 1.0 if list(hyps_a) == list(hyps_b) else float(result_b.p_value)
+    return PairedBootstrap(
+        a=SystemBootstrap(
+            score=float(result_a.score), mean=float(result_a.mean), ci=float(result_a.ci)
+        ),
+        b=SystemBootstrap(
+            score=float(result_b.score), mean=float(result_b.mean), ci=float(result_b.ci)
+        ),
+        p_value=p_value,
+        signature=str(signatures["BLEU"]),
+    )
