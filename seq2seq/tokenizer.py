@@ -1,0 +1,266 @@
+"""SentencePiece vocabularies: training, serialisation, encode/decode, and an on-disk cache.
+
+Every model reserves the same special ids (pad 0, unk 1, bos 2, eos 3) and falls back
+to UTF-8 bytes for characters it never saw, so no text is lost: ``decode(encode(t))``
+gives back ``t`` after SentencePiece's normalisation (NFKC, runs of whitespace collapsed,
+leading and trailing whitespace removed).
+
+A trained ``Vocabulary`` is cached under ``cache_dir/spm/<key>/``, the key hashing the
+training settings and the training text, so a second run loads instead of training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import sentencepiece as spm
+
+from seq2seq.errors import CheckpointError, DataError
+from seq2seq.model import VocabSpec
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+ModelType = Literal["unigram", "bpe"]
+STATE_FORMAT = 1  # version of ``Vocabulary.to_state``; also part of every cache key
+
+log = logging.getLogger("seq2seq")
+
+
+class Tokenizer:
+    """One SentencePiece model. ``encode`` adds no BOS/EOS; ``decode`` skips special ids."""
+
+    def __init__(self, model: bytes) -> None:
+        """``model``: a serialized SentencePiece model proto (what ``to_bytes`` returns)."""
+        try:
+            self._sp = spm.SentencePieceProcessor(model_proto=model)
+        except RuntimeError as error:
+            raise ValueError("not a serialized SentencePiece model") from error
+        specials = (self._sp.pad_id(), self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id())
+        if specials != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+            raise ValueError(
+                f"SentencePiece model has special ids {specials}, expected (0, 1, 2, 3)"
+            )
+        self._model = model
+
+    @classmethod
+    def train(
+        cls,
+        sentences: Iterable[str],
+        vocab_size: int,
+        model_type: ModelType,
+        character_coverage: float = 1.0,
+    ) -> Tokenizer:
+        """Train in memory. Empty sentences are skipped; the result is deterministic.
+
+        ``vocab_size`` is a soft limit: a tiny corpus yields fewer pieces (see ``size``).
+        """
+        text = [s for s in sentences if s.strip()]
+        if not text:
+            raise DataError("cannot train a SentencePiece vocabulary: no non-empty sentences")
+        model = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(text),
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                byte_fallback=True,
+                hard_vocab_limit=False,
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                input_sentence_size=0,  # use every sentence: no random sampling
+                num_threads=1,  # the learned pieces depend on the thread count
+                minloglevel=2,  # errors only: they become DataErrors
+            )
+        except RuntimeError as error:
+            reason = str(error).strip().rsplit("] ", 1)[-1]  # drop "INTERNAL: file.cc(1) [...]"
+            raise DataError(
+                f"SentencePiece cannot train a {model_type} vocabulary of {vocab_size} pieces "
+                f"on this text: {reason}"
+            ) from error
+        return cls(model.getvalue())
+
+    @classmethod
+    def from_bytes(cls, model: bytes) -> Tokenizer:
+        """The tokenizer of a serialized model (raises ValueError on anything else)."""
+        return cls(model)
+
+    def to_bytes(self) -> bytes:
+        """The serialized model proto, as stored in checkpoints and in the cache."""
+        return self._model
+
+    @property
+    def size(self) -> int:
+        """Number of pieces, specials and byte pieces included."""
+        return self._sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self._sp.encode(text)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._sp.encode(list(texts))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._sp.decode([int(i) for i in ids])
+
+    def pieces(self, text: str) -> list[str]:
+        """The pieces ``encode`` would give, as strings (e.g. ``['▁Hel', 'lo']``)."""
+        return self._sp.encode(text, out_type=str)
+
+    def id_to_piece(self, ids: Sequence[int]) -> list[str]:
+        return [self._sp.id_to_piece(int(i)) for i in ids]
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The source and target tokenizers; ``joint`` means one model (the same ids) for both."""
+
+    src: Tokenizer
+    tgt: Tokenizer
+    joint: bool
+
+    def __post_init__(self) -> None:
+        if self.joint and self.src.to_bytes() != self.tgt.to_bytes():
+            raise ValueError("a joint vocabulary needs the same model on both sides")
+
+    @classmethod
+    def train(
+        cls,
+        src_texts: Sequence[str],
+        tgt_texts: Sequence[str],
+        vocab_size: int,
+        model_type: ModelType,
+        joint: bool,
+        character_coverage: float = 1.0,
+    ) -> Vocabulary:
+        """One model on source+target text (joint) or one model per side."""
+        if joint:
+            both = Tokenizer.train(
+                [*src_texts, *tgt_texts], vocab_size, model_type, character_coverage
+            )
+            return cls(both, both, joint=True)
+        src = Tokenizer.train(src_texts, vocab_size, model_type, character_coverage)
+        tgt = Tokenizer.train(tgt_texts, vocab_size, model_type, character_coverage)
+        return cls(src, tgt, joint=False)
+
+    @property
+    def spec(self) -> VocabSpec:
+        return VocabSpec(
+            src_size=self.src.size,
+            tgt_size=self.tgt.size,
+            pad_id=PAD_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            joint=self.joint,
+        )
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain bytes/bool/int, safe for ``torch.load(weights_only=True)``.
+
+        A joint vocabulary stores its model once, under ``"src"``.
+        """
+        state: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "joint": self.joint,
+            "src": self.src.to_bytes(),
+        }
+        if not self.joint:
+            state["tgt"] = self.tgt.to_bytes()
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Vocabulary:
+        """Inverse of ``to_state``; a CheckpointError if the state is not one."""
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise CheckpointError(
+                f"unknown vocabulary format in checkpoint (expected format {STATE_FORMAT})"
+            )
+        joint = bool(state.get("joint"))
+        try:
+            src = Tokenizer.from_bytes(state["src"])
+            tgt = src if joint else Tokenizer.from_bytes(state["tgt"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(f"checkpoint vocabulary is damaged: {error}") from error
+        return cls(src, tgt, joint=joint)
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the models: equal fingerprints, identical tokenisation."""
+        digest = hashlib.sha256(b"joint" if self.joint else b"separate")
+        for model in (self.src.to_bytes(), self.tgt.to_bytes()):
+            digest.update(len(model).to_bytes(8, "little"))
+            digest.update(model)
+        return digest.hexdigest()
+
+
+def text_fingerprint(*columns: Sequence[str]) -> str:
+    """A content hash of columns of sentences (order and boundaries included)."""
+    digest = hashlib.sha256()
+    for column in columns:
+        digest.update(len(column).to_bytes(8, "little"))
+        for sentence in column:
+            encoded = sentence.encode("utf-8")
+            digest.update(len(encoded).to_bytes(8, "little"))
+            digest.update(encoded)
+    return digest.hexdigest()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path``, then rename it into place."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def load_or_train_vocabulary(
+    cache_dir: str | Path,
+    src_texts: Sequence[str],
+    tgt_texts: Sequence[str],
+    vocab_size: int,
+    model_type: ModelType,
+    joint: bool,
+    character_coverage: float = 1.0,
+) -> Vocabulary:
+    """``Vocabulary.train(...)``, cached under ``cache_dir/spm/<key>/``.
+
+    The key hashes the settings and the training text, so changing either trains anew.
+    """
+    settings = {
+        "format": STATE_FORMAT,
+        "vocab_size": vocab_size,
+        "model_type": model_type,
+        "joint": joint,
+        "character_coverage": character_coverage,
+        "text": text_fingerprint(src_texts, tgt_texts),
+    }
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+    folder = Path(cache_dir) / "spm" / key
+    names = ["joint.model"] if joint else ["src.model", "tgt.model"]
+    paths = [folder / name for name in names]
+    if all(path.is_file() for path in paths):
+        models = [Tokenizer.from_bytes(path.read_bytes()) for path in paths]
+        log.info("loaded the SentencePiece vocabulary from %s", folder)
+        return Vocabulary(models[0], models[-1], joint=joint)
+    vocab = Vocabulary.train(
+        src_texts, tgt_texts, vocab_size, model_type, joint, character_coverage
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, tokenizer in zip(paths, (vocab.src, vocab.tgt), strict=False):
+        _write_atomically(path, tokenizer.to_bytes())
+    log.info(
+        "trained a %s SentencePiece vocabulary (%s) in %s",
+        model_type,
+        f"{vocab.src.size} pieces" if joint else f"{vocab.src.size}/{vocab.tgt.size} pieces",
+        folder,
+    )
+    return vocab

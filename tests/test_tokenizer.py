@@ -1,0 +1,179 @@
+"""SentencePiece tokenizers and vocabularies: round trips, special ids, state, caching."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+import sentencepiece as spm
+import torch
+
+from seq2seq.errors import CheckpointError, DataError
+from seq2seq.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    Tokenizer,
+    Vocabulary,
+    load_or_train_vocabulary,
+)
+
+ENGLISH = ["the dog runs", "a small cat sits", "on the red house", "under a big blue street"]
+RUSSIAN = ["собака бежит", "маленькая кошка сидит", "на красном доме", "под большой синей улицей"]
+
+
+def sentences(phrases: list[str], n: int = 200, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(phrases, k=rng.randint(1, 3))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    return Tokenizer.train(sentences(ENGLISH), vocab_size=300, model_type="unigram")
+
+
+UNSEEN = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Съешь же ещё этих мягких французских булок",
+    "我爱自然语言处理。東京タワーに行きました",
+    "🚀 launch 🎉🎉 ok 👍🏽 ⚖️",
+    "Ünïcödé façade — “quotes” ∑ ∞ ẞ",
+]
+
+
+@pytest.mark.parametrize("text", UNSEEN)
+def test_round_trip_keeps_any_script(tokenizer: Tokenizer, text: str) -> None:
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text
+    assert UNK_ID not in ids  # byte fallback instead of <unk>
+
+
+def test_text_is_nfkc_normalised_with_single_spaces(tokenizer: Tokenizer) -> None:
+    assert tokenizer.decode(tokenizer.encode("  ½ of  ﬁve\tcats ")) == "1⁄2 of five cats"
+
+
+def test_unseen_characters_fall_back_to_bytes(tokenizer: Tokenizer) -> None:
+    byte_pieces = [p for p in tokenizer.pieces("dog 犬") if p.startswith("<0x")]
+    assert byte_pieces == [f"<0x{byte:02X}>" for byte in "犬".encode()]
+
+
+def test_special_ids_and_no_implicit_bos_eos(tokenizer: Tokenizer) -> None:
+    assert tokenizer.id_to_piece([PAD_ID, UNK_ID, BOS_ID, EOS_ID]) == [
+        "<pad>",
+        "<unk>",
+        "<s>",
+        "</s>",
+    ]
+    ids = tokenizer.encode("the dog runs")
+    assert ids and not {PAD_ID, BOS_ID, EOS_ID} & set(ids)
+    assert tokenizer.decode([BOS_ID, *ids, EOS_ID, PAD_ID, PAD_ID]) == "the dog runs"
+    assert tokenizer.id_to_piece(ids) == tokenizer.pieces("the dog runs")
+    assert tokenizer.encode_batch(["the dog", "", "red"]) == [
+        tokenizer.encode("the dog"),
+        [],
+        tokenizer.encode("red"),
+    ]
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_both_model_types_train_on_a_tiny_corpus(model_type: str) -> None:
+    tok = Tokenizer.train(sentences(ENGLISH, n=50), vocab_size=2000, model_type=model_type)
+    assert 260 < tok.size <= 2000  # specials + 256 bytes + pieces; the limit is soft
+    assert tok.decode(tok.encode(UNSEEN[2])) == UNSEEN[2]
+
+
+def test_training_is_deterministic() -> None:
+    text = sentences(ENGLISH + RUSSIAN, seed=3)
+    first = Tokenizer.train(text, vocab_size=400, model_type="unigram").to_bytes()
+    assert Tokenizer.train(text, vocab_size=400, model_type="unigram").to_bytes() == first
+
+
+def test_bytes_round_trip(tokenizer: Tokenizer) -> None:
+    copy = Tokenizer.from_bytes(tokenizer.to_bytes())
+    assert copy.size == tokenizer.size
+    assert copy.encode(UNSEEN[0]) == tokenizer.encode(UNSEEN[0])
+    with pytest.raises(ValueError, match="SentencePiece"):
+        Tokenizer.from_bytes(b"not a model")
+
+
+def test_too_small_a_vocabulary_is_a_data_error() -> None:
+    with pytest.raises(DataError, match="vocabulary of 50 pieces"):
+        Tokenizer.train(sentences(ENGLISH), vocab_size=50, model_type="unigram")
+    with pytest.raises(DataError, match="no non-empty sentences"):
+        Tokenizer.train(["", "  "], vocab_size=300, model_type="unigram")
+
+
+@pytest.fixture(scope="module")
+def english_russian() -> tuple[list[str], list[str]]:
+    return sentences(ENGLISH, seed=1), sentences(RUSSIAN, seed=2)
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_vocabulary_state_survives_torch_save(
+    english_russian: tuple[list[str], list[str]], joint: bool
+) -> None:
+    vocab = Vocabulary.train(*english_russian, vocab_size=400, model_type="unigram", joint=joint)
+    buffer = io.BytesIO()
+    torch.save({"vocab": vocab.to_state()}, buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)["vocab"]
+    assert ("tgt" in state) is not joint  # a joint vocabulary stores its model once
+    restored = Vocabulary.from_state(state)
+    assert restored.spec == vocab.spec
+    assert restored.fingerprint == vocab.fingerprint
+    assert restored.tgt.encode("синий дом") == vocab.tgt.encode("синий дом")
+
+
+def test_joint_and_separate_vocabularies(english_russian: tuple[list[str], list[str]]) -> None:
+    joint = Vocabulary.train(*english_russian, vocab_size=400, model_type="unigram", joint=True)
+    separate = Vocabulary.train(*english_russian, vocab_size=400, model_type="unigram", joint=False)
+    spec = joint.spec
+    assert (spec.pad_id, spec.bos_id, spec.eos_id, spec.joint) == (0, 2, 3, True)
+    assert spec.src_size == spec.tgt_size == joint.src.size
+    assert joint.src.encode("дом dog") == joint.tgt.encode("дом dog")
+    assert separate.spec.joint is False
+    # The separate source model never saw Cyrillic, the target model never saw Latin.
+    assert any(p.startswith("<0x") for p in separate.src.pieces("дом"))
+    assert not any(p.startswith("<0x") for p in separate.tgt.pieces("дом"))
+    assert not any(p.startswith("<0x") for p in joint.src.pieces("дом dog"))
+    assert joint.fingerprint != separate.fingerprint
+
+
+def test_damaged_state_is_a_checkpoint_error(tokenizer: Tokenizer) -> None:
+    state = Vocabulary(tokenizer, tokenizer, joint=True).to_state()
+    with pytest.raises(CheckpointError, match="format"):
+        Vocabulary.from_state({**state, "format": 99})
+    with pytest.raises(CheckpointError, match="damaged"):
+        Vocabulary.from_state({**state, "src": b"garbage"})
+    with pytest.raises(CheckpointError, match="damaged"):
+        Vocabulary.from_state({**state, "joint": False})  # no "tgt" model
+
+
+def test_cache_loads_instead_of_training(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, english_russian: tuple[list[str], list[str]]
+) -> None:
+    calls = []
+    train = spm.SentencePieceTrainer.train
+
+    def counting_train(*args, **kwargs):
+        calls.append(kwargs["vocab_size"])
+        return train(*args, **kwargs)
+
+    monkeypatch.setattr(spm.SentencePieceTrainer, "train", counting_train)
+    src, tgt = english_russian
+    settings = {"vocab_size": 400, "model_type": "unigram", "joint": False}
+    first = load_or_train_vocabulary(tmp_path, src, tgt, **settings)
+    assert len(calls) == 2  # one model per side
+    second = load_or_train_vocabulary(tmp_path, src, tgt, **settings)
+    assert len(calls) == 2
+    assert second.fingerprint == first.fingerprint and second.joint is False
+    (folder,) = (tmp_path / "spm").iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["src.model", "tgt.model"]  # no temp files
+
+    load_or_train_vocabulary(tmp_path, src, tgt[:-1], **settings)  # other text: other key
+    assert len(calls) == 4
+    load_or_train_vocabulary(tmp_path, src, tgt, **{**settings, "joint": True})
+    assert len(calls) == 5
+    assert len(list((tmp_path / "spm").iterdir())) == 3
