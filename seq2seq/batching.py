@@ -1,0 +1,180 @@
+"""Padded batches with valid lengths, and length-bucketed batches under a token budget.
+
+Every source sentence ends with EOS; the decoder reads BOS + target and predicts
+target + EOS. So a pair of ``m`` source and ``n`` target pieces costs
+``max(m, n) + 1`` positions, and a batch costs ``sentences * longest`` of those.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import Sampler
+
+
+@dataclass
+class SourceBatch:
+    """Source sentences only, for translation.
+
+    src: [B, S] ids (EOS last, then pad_id); src_lens: [B] valid lengths (EOS included);
+    ids: [B] the index of each sentence in its split or input, to restore the order.
+    """
+
+    src: Tensor
+    src_lens: Tensor
+    ids: Tensor
+
+
+@dataclass
+class Batch(SourceBatch):
+    """Sentence pairs, for training and scoring.
+
+    tgt_in: [B, T] BOS + target ids; tgt_out: [B, T] target ids + EOS (both padded with
+    pad_id); tgt_lens: [B] valid lengths, the number of target ids + 1.
+    """
+
+    tgt_in: Tensor
+    tgt_out: Tensor
+    tgt_lens: Tensor
+
+
+def pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[Tensor, Tensor]:
+    """Id lists -> (padded [B, L] long tensor, L = the longest, and lengths [B])."""
+    tensors = [torch.tensor(seq, dtype=torch.long) for seq in sequences]
+    lengths = torch.tensor([len(seq) for seq in sequences], dtype=torch.long)
+    return pad_sequence(tensors, batch_first=True, padding_value=pad_id), lengths
+
+
+def collate(examples: Sequence[Mapping[str, Any]], pad_id: int, bos_id: int, eos_id: int) -> Batch:
+    """Rows ``{"id": int, "src_ids": [...], "tgt_ids": [...]}`` (no specials) -> a Batch."""
+    src, src_lens = pad([[*ex["src_ids"], eos_id] for ex in examples], pad_id)
+    tgt_in, tgt_lens = pad([[bos_id, *ex["tgt_ids"]] for ex in examples], pad_id)
+    tgt_out, _ = pad([[*ex["tgt_ids"], eos_id] for ex in examples], pad_id)
+    ids = torch.tensor([ex["id"] for ex in examples], dtype=torch.long)
+    return Batch(src, src_lens, ids, tgt_in=tgt_in, tgt_out=tgt_out, tgt_lens=tgt_lens)
+
+
+def source_batches(
+    src_ids: Sequence[Sequence[int]], max_tokens: int, pad_id: int, eos_id: int
+) -> Iterator[SourceBatch]:
+    """Length-bucketed batches of source sentences (id lists without specials).
+
+    ``batch.ids`` are positions in ``src_ids``: write results to ``out[batch.ids[i]]``
+    to get them back in input order. Always one process: never sharded.
+    """
+    lengths = [len(ids) + 1 for ids in src_ids]
+    sampler = TokenBucketBatchSampler(lengths, max_tokens, num_replicas=1, rank=0)
+    for indices in sampler:
+        src, src_lens = pad([[*src_ids[i], eos_id] for i in indices], pad_id)
+        yield SourceBatch(src, src_lens, torch.tensor(indices, dtype=torch.long))
+
+
+def cut_batches(order: Sequence[int], lengths: np.ndarray, max_tokens: int) -> list[list[int]]:
+    """Cut ``order`` (ascending lengths) into batches of ``sentences * longest <= max_tokens``.
+
+    An example longer than ``max_tokens`` alone makes a batch of its own.
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for index in order:
+        length = int(lengths[index])
+        if current and (len(current) + 1) * max(longest, length) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(index)
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class LengthOrder(Sampler[int]):
+    """Indices sorted by length; with ``shuffle``, ties in an order set by (seed, epoch).
+
+    Lightning calls ``set_epoch`` on ``dataloader.batch_sampler.sampler``, which is this.
+    """
+
+    def __init__(self, lengths: Sequence[int] | np.ndarray, shuffle: bool, seed: int) -> None:
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def rng(self, stream: int) -> np.random.Generator:
+        """Independent random streams for (seed, epoch): 0 breaks ties, 1 orders batches."""
+        return np.random.default_rng([self.seed, self.epoch, stream])
+
+    def __iter__(self) -> Iterator[int]:
+        if not self.shuffle:
+            return iter(np.argsort(self.lengths, kind="stable").tolist())
+        tie_break = self.rng(0).permutation(len(self.lengths))
+        return iter(np.lexsort((tie_break, self.lengths)).tolist())
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
+class TokenBucketBatchSampler(Sampler[list[int]]):
+    """Batches of similar lengths under a token budget, sharded across processes.
+
+    ``lengths[i]``: example i's longer side in positions, BOS/EOS included. A batch costs
+    ``len(batch) * max(lengths[batch])`` and stays within ``max_tokens`` unless it is a
+    single example over the budget (kept, never dropped). With ``shuffle``, batch
+    contents vary in their tie-breaks and batch order is shuffled, both deterministic
+    for (seed, epoch); without, batches come shortest first.
+
+    With ``num_replicas`` processes (default: the ``torch.distributed`` world, else 1),
+    process ``rank`` takes every ``num_replicas``-th batch; batches are repeated from the
+    start so that every process gets ``len(self)`` of them, as ``DistributedSampler``
+    does. Under Lightning with several devices, set ``use_distributed_sampler=False``
+    on the Trainer: this sampler shards by itself.
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int] | np.ndarray,
+        max_tokens: int,
+        shuffle: bool = False,
+        seed: int = 0,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+    ) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        distributed = dist.is_available() and dist.is_initialized()
+        if num_replicas is None:
+            num_replicas = dist.get_world_size() if distributed else 1
+        self.num_replicas = num_replicas
+        self.rank = rank if rank is not None else (dist.get_rank() if distributed else 0)
+        if num_replicas < 1 or not 0 <= self.rank < num_replicas:
+            raise ValueError(f"rank {self.rank} is not in [0, {self.num_replicas})")
+        self.max_tokens = max_tokens
+        self.sampler = LengthOrder(lengths, shuffle, seed)
+        # The sorted lengths, hence the cuts, do not depend on the tie-break.
+        by_length = np.argsort(self.sampler.lengths, kind="stable").tolist()
+        self._num_batches = len(cut_batches(by_length, self.sampler.lengths, max_tokens))
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = cut_batches(list(self.sampler), self.sampler.lengths, self.max_tokens)
+        if self.sampler.shuffle:
+            batches = [batches[i] for i in self.sampler.rng(1).permutation(len(batches))]
+        total = len(self) * self.num_replicas
+        if batches and total > len(batches):
+            batches = (batches * math.ceil(total / len(batches)))[:total]
+        return iter(batches[self.rank :: self.num_replicas])
+
+    def __len__(self) -> int:
+        return math.ceil(self._num_batches / self.num_replicas)
