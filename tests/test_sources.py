@@ -1,0 +1,149 @@
+"""Reading corpora: every source form gives the same pairs; every bad input its DataError."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from seq2seq.errors import DataError
+from seq2seq.sources import read_lines, read_pairs
+
+SRC = ["A dog runs.", "Two cats\u2028sleep.", "", "Ünïcode ✓ 🐕", "x"]
+TGT = ["Ein Hund läuft.", "Zwei Katzen schlafen.", "leer", "Ünïcode ✓ 🐕", "z"]
+
+
+def write(path: Path, text: str) -> Path:
+    data = text.encode("utf-8")
+    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+    return path
+
+
+def text(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def test_read_lines_splits_on_newlines_only(tmp_path: Path) -> None:
+    raw = "\ufeffone\r\ntwo\u2028still two\x1cand\u0085this\n\nlast"
+    assert read_lines(write(tmp_path / "a.txt", raw)) == [
+        "one",
+        "two\u2028still two\x1cand\u0085this",
+        "",
+        "last",
+    ]
+    assert read_lines(write(tmp_path / "b.txt.gz", "x\ny\n")) == ["x", "y"]
+    assert read_lines(write(tmp_path / "empty.txt", "")) == []
+    assert read_lines(write(tmp_path / "blank.txt", "\n")) == [""]
+
+
+def test_read_lines_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.de"
+    bad.write_bytes(b"fine\nstill fine\nbroken \xff here\n")
+    with pytest.raises(DataError, match=rf"{bad}: line 3 is not valid UTF-8"):
+        read_lines(bad)
+    with pytest.raises(DataError, match=r"nope\.txt: no such file"):
+        read_lines(tmp_path / "nope.txt")
+    (tmp_path / "fake.gz").write_bytes(b"not gzip")
+    with pytest.raises(DataError, match=r"fake\.gz: not a readable gzip file"):
+        read_lines(tmp_path / "fake.gz")
+
+
+@pytest.fixture
+def sources(tmp_path: Path) -> dict[str, str]:
+    """The same two splits as a folder, gzipped folder, TSV, JSONL and Hub-style JSONL."""
+    splits = {"train": (SRC, TGT), "val": (SRC[:2], TGT[:2])}
+    for kind in ("plain", "gz"):
+        (tmp_path / kind).mkdir()
+    for split, (src, tgt) in splits.items():
+        write(tmp_path / "plain" / f"{split}.en", text(src))
+        write(tmp_path / "plain" / f"{split}.de", text(tgt))
+        write(tmp_path / "gz" / f"{split}.en.gz", text(src))
+        write(tmp_path / "gz" / f"{split}.de.gz", text(tgt))
+        write(tmp_path / f"{split}.tsv", text([f"{s}\t{t}" for s, t in zip(src, tgt, strict=True)]))
+        rows = [{"de": t, "en": s} for s, t in zip(src, tgt, strict=True)]
+        write(tmp_path / f"{split}.jsonl", text([json.dumps(r) for r in rows]))
+        hub = [json.dumps({"translation": r}, ensure_ascii=False) for r in rows]
+        write(tmp_path / f"{split}.hub.jsonl.gz", text(hub))
+    return {
+        "folder": str(tmp_path / "plain"),
+        "gzipped folder": str(tmp_path / "gz"),
+        "tsv": str(tmp_path / "{split}.tsv"),
+        "jsonl": str(tmp_path / "{split}.jsonl"),
+        "hub-style jsonl.gz": str(tmp_path / "{split}.hub.jsonl.gz"),
+    }
+
+
+def test_every_source_form_gives_the_same_pairs(sources: dict[str, str]) -> None:
+    for split, count in [("train", len(SRC)), ("val", 2)]:
+        for name, source in sources.items():
+            pairs = read_pairs(source, split, "en", "de")
+            assert (pairs.src, pairs.tgt) == (SRC[:count], TGT[:count]), name
+            assert len(pairs) == count
+
+
+def test_missing_split_lists_what_was_found(sources: dict[str, str]) -> None:
+    folder = sources["folder"]
+    with pytest.raises(
+        DataError, match=r"no test\.en or test\.en\.gz .*found for en-de: train, val"
+    ):
+        read_pairs(folder, "test", "en", "de")
+    with pytest.raises(DataError, match=r"no train\.fr .*files: train\.de, train\.en, val\.de"):
+        read_pairs(folder, "train", "en", "fr")
+    with pytest.raises(DataError, match=r"test\.tsv: no such file \(splits found: train, val\)"):
+        read_pairs(sources["tsv"], "test", "en", "de")
+
+
+def test_plain_and_gzipped_twins_are_ambiguous(sources: dict[str, str]) -> None:
+    write(Path(sources["folder"]) / "train.en.gz", "A\n")
+    with pytest.raises(DataError, match=r"both .*train\.en and .*train\.en\.gz exist"):
+        read_pairs(sources["folder"], "train", "en", "de")
+
+
+def test_misaligned_files_give_both_counts(tmp_path: Path) -> None:
+    write(tmp_path / "train.en", "a\nb\nc\n")
+    write(tmp_path / "train.de", "a\nb\n")
+    with pytest.raises(DataError, match=r"train\.en has 3 lines but .*train\.de has 2"):
+        read_pairs(str(tmp_path), "train", "en", "de")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("train.tsv", "a\tb\nno tab here\n", r"train\.tsv: line 2 has 1 tab-separated fields"),
+        ("train.tsv", "a\tb\tc\n", r"train\.tsv: line 1 has 3 tab-separated fields"),
+        ("train.jsonl", '{"en": "a", "de": "b"}\n{"en": "a",\n', r"line 2 is not valid JSON"),
+        ("train.jsonl", '{"en": "a", "fr": "b"}\n', r"train\.jsonl: line 1 is not \{\"en\""),
+        ("train.jsonl", '{"translation": {"en": "a", "de": 3}}\n', r"line 1 is not \{\"en\""),
+        ("train.jsonl", '["en", "de"]\n', r"train\.jsonl: line 1 is not"),
+    ],
+)
+def test_malformed_rows_name_file_and_line(
+    tmp_path: Path, name: str, content: str, message: str
+) -> None:
+    write(tmp_path / name, content)
+    pattern = str(tmp_path / name.replace("train", "{split}"))
+    with pytest.raises(DataError, match=message):
+        read_pairs(pattern, "train", "en", "de")
+
+
+def test_a_tsv_without_the_split_placeholder_is_explained(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"placeholder \{split\}"):
+        read_pairs(str(write(tmp_path / "all.tsv", "a\tb\n")), "train", "en", "de")
+    with pytest.raises(DataError, match=r"expected a file pattern ending in \.tsv"):
+        read_pairs(str(tmp_path / "{split}.txt"), "train", "en", "de")
+
+
+def test_an_unreachable_hub_dataset_is_a_data_error() -> None:
+    if os.environ.get("HF_DATASETS_OFFLINE") != "1":
+        pytest.skip("only run offline: this test must not reach the network")
+    with pytest.raises(DataError, match="neither-a-folder.*Hugging Face Hub"):
+        read_pairs("no-such-user/neither-a-folder", "train", "en", "de")
+
+
+def test_multi30k_layout(multi30k_dir: Path) -> None:
+    pairs = read_pairs(str(multi30k_dir), "val", "en", "de")
+    assert len(pairs) == 1014 and all(pairs.src) and all(pairs.tgt)
+    assert pairs.origin.endswith("val.de.gz")
