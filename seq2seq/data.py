@@ -1,0 +1,242 @@
+"""The LightningDataModule: a source, a SentencePiece vocabulary, cached tokenised splits, and
+length-bucketed batches under a token budget.
+
+    source --read_pairs--> Pairs --Vocabulary--> datasets.Dataset.map --> DataLoader of Batch
+
+The vocabulary is trained on the training split (or loaded from ``cache_dir/spm``) on
+first access of ``vocab``, which may come before ``setup``. Tokenised splits are written
+by ``datasets`` to ``cache_dir/datasets/tokens-<hash>.arrow``, the hash covering the
+split's text and the vocabulary, so a second run reads them instead of tokenising again.
+
+Training pairs with an empty side or more than ``max_len`` pieces on a side are
+filtered out, and the counts are reported on the ``seq2seq`` logger. Validation and
+test keep every pair, in file order: ``Batch.ids`` index ``references(split)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from functools import partial
+from pathlib import Path
+from typing import Any, get_args
+
+import numpy as np
+import pytorch_lightning as pl
+from datasets import Dataset
+from pytorch_lightning.utilities import rank_zero_only
+from torch.utils.data import DataLoader
+
+from seq2seq.batching import Batch, SourceBatch, TokenBucketBatchSampler, collate, source_batches
+from seq2seq.errors import DataError
+from seq2seq.sources import Pairs, read_lines, read_pairs
+from seq2seq.tokenizer import ModelType, Vocabulary, load_or_train_vocabulary, text_fingerprint
+
+__all__ = [
+    "Batch",
+    "SourceBatch",
+    "TokenBucketBatchSampler",
+    "TranslationDataModule",
+    "collate",
+    "read_lines",
+    "source_batches",
+]
+
+TOKENS_FORMAT = 1  # part of the tokenised cache's key: bump when the columns change
+
+log = logging.getLogger("seq2seq")
+
+
+@rank_zero_only
+def _report(message: str) -> None:
+    log.info(message)
+
+
+def _encode(rows: dict[str, list[Any]], indices: list[int], vocab: Vocabulary) -> dict[str, list]:
+    """A batch of raw rows -> ids (no specials) and their lengths; ``id`` = row index."""
+    src_ids = vocab.src.encode_batch(rows["src"])
+    tgt_ids = vocab.tgt.encode_batch(rows["tgt"])
+    return {
+        "id": indices,
+        "src_ids": src_ids,
+        "tgt_ids": tgt_ids,
+        "src_len": [len(ids) for ids in src_ids],
+        "tgt_len": [len(ids) for ids in tgt_ids],
+    }
+
+
+class TranslationDataModule(pl.LightningDataModule):
+    """Parallel data from ``source`` for ``src_lang`` -> ``tgt_lang``.
+
+    ``source`` is a folder of ``{split}.{lang}[.gz]`` files, a ``path/{split}.tsv`` or
+    ``path/{split}.jsonl`` pattern, or a Hub dataset id (``hub_config`` its config); see
+    ``seq2seq.sources``. ``max_tokens`` bounds ``sentences * longest side`` per training
+    batch (``eval_max_tokens`` per validation/test batch, default the same).
+    With several devices, set the Trainer's ``use_distributed_sampler=False``: the
+    batch sampler shards the batches across processes itself.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        src_lang: str,
+        tgt_lang: str,
+        train_split: str = "train",
+        val_split: str = "val",
+        test_split: str = "test",
+        vocab_size: int = 8000,
+        spm_model_type: ModelType = "unigram",
+        joint_vocab: bool = True,
+        character_coverage: float = 1.0,
+        max_tokens: int = 4096,
+        eval_max_tokens: int | None = None,
+        max_len: int = 100,
+        cache_dir: str = "data/cache",
+        seed: int = 1,
+        num_workers: int = 0,
+        hub_config: str | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value in [
+            ("vocab_size", vocab_size),
+            ("max_tokens", max_tokens),
+            ("eval_max_tokens", eval_max_tokens or max_tokens),
+            ("max_len", max_len),
+        ]:
+            if value < 1:
+                raise DataError(f"data.{name} must be at least 1, got {value}")
+        if spm_model_type not in get_args(ModelType):
+            raise DataError(f"data.spm_model_type must be unigram or bpe, got {spm_model_type!r}")
+        if not 0 < character_coverage <= 1:
+            raise DataError(f"data.character_coverage must be in (0, 1], got {character_coverage}")
+        if num_workers < 0:
+            raise DataError(f"data.num_workers must be at least 0, got {num_workers}")
+        self.source, self.hub_config = source, hub_config
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
+        self.vocab_size, self.spm_model_type = vocab_size, spm_model_type
+        self.joint_vocab, self.character_coverage = joint_vocab, character_coverage
+        self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
+        self.max_len, self.seed, self.num_workers = max_len, seed, num_workers
+        self.cache_dir = Path(cache_dir)
+        self._vocab: Vocabulary | None = None
+        self._pairs: dict[str, Pairs] = {}
+        self._tokenised: dict[str, tuple[Dataset, np.ndarray]] = {}
+
+    # -- vocabulary ------------------------------------------------------------------
+    @property
+    def vocab(self) -> Vocabulary:
+        """The vocabulary: imposed by ``set_vocab``, else trained on the training split."""
+        if self._vocab is None:
+            train = self.pairs(self.train_split)
+            self._vocab = load_or_train_vocabulary(
+                self.cache_dir,
+                train.src,
+                train.tgt,
+                vocab_size=self.vocab_size,
+                model_type=self.spm_model_type,
+                joint=self.joint_vocab,
+                character_coverage=self.character_coverage,
+            )
+        return self._vocab
+
+    def set_vocab(self, vocab: Vocabulary) -> None:
+        """Use ``vocab`` (e.g. a checkpoint's) instead of the training split's."""
+        self._vocab = vocab
+        self._tokenised.clear()
+
+    # -- raw text --------------------------------------------------------------------
+    def pairs(self, split: str) -> Pairs:
+        """The raw sentence pairs of ``split``, in file order (read once)."""
+        if split not in self._pairs:
+            pairs = read_pairs(self.source, split, self.src_lang, self.tgt_lang, self.hub_config)
+            if not len(pairs):
+                raise DataError(f"the {split} split is empty: {pairs.origin} holds no pairs")
+            self._pairs[split] = pairs
+        return self._pairs[split]
+
+    def sources(self, split: str) -> list[str]:
+        """Raw source sentences of ``split`` in file order."""
+        return self.pairs(split).src
+
+    def references(self, split: str) -> list[str]:
+        """Raw target sentences of ``split`` in file order (``Batch.ids`` index them)."""
+        return self.pairs(split).tgt
+
+    # -- tokenised splits ------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        splits = {
+            "fit": [self.train_split, self.val_split],
+            "validate": [self.val_split],
+            "test": [self.test_split],
+        }.get(stage, [])
+        for split in splits:
+            self.tokenised(split)
+
+    def tokenised(self, split: str) -> tuple[Dataset, np.ndarray]:
+        """Rows ``{"id", "src_ids", "tgt_ids"}`` of ``split`` (the training split filtered)
+        and each row's cost in positions, ``max(src, tgt) + 1`` (for the batch sampler)."""
+        if split not in self._tokenised:
+            self._tokenised[split] = self._tokenise(split)
+        return self._tokenised[split]
+
+    def _tokenise(self, split: str) -> tuple[Dataset, np.ndarray]:
+        pairs, vocab = self.pairs(split), self.vocab
+        key = [TOKENS_FORMAT, text_fingerprint(pairs.src, pairs.tgt), vocab.fingerprint]
+        fingerprint = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:32]
+        cache = self.cache_dir / "datasets"
+        cache.mkdir(parents=True, exist_ok=True)
+        rows = Dataset.from_dict({"src": pairs.src, "tgt": pairs.tgt}).map(
+            _encode,
+            batched=True,
+            with_indices=True,
+            fn_kwargs={"vocab": vocab},
+            remove_columns=["src", "tgt"],
+            cache_file_name=str(cache / f"tokens-{fingerprint}.arrow"),
+            new_fingerprint=fingerprint,
+            desc=f"tokenising {split}",
+        )
+        src_len, tgt_len = np.asarray(rows["src_len"]), np.asarray(rows["tgt_len"])
+        keep = np.arange(len(rows))
+        if split == self.train_split:
+            keep = self._filter(pairs, src_len, tgt_len)
+            rows = rows.select(keep)
+        else:
+            _report(f"{split}: {len(rows)} pairs")
+        lengths = np.maximum(src_len, tgt_len)[keep] + 1
+        return rows.select_columns(["id", "src_ids", "tgt_ids"]), lengths
+
+    def _filter(self, pairs: Pairs, src_len: np.ndarray, tgt_len: np.ndarray) -> np.ndarray:
+        """Indices of the training pairs to keep: no empty side, at most max_len pieces."""
+        empty = np.array(
+            [not s.strip() or not t.strip() for s, t in zip(pairs.src, pairs.tgt, strict=True)]
+        )
+        too_long = ~empty & ((src_len > self.max_len) | (tgt_len > self.max_len))
+        keep = np.flatnonzero(~empty & ~too_long)
+        counts = f"{int(empty.sum())} empty, {int(too_long.sum())} over max_len={self.max_len}"
+        if not keep.size:
+            raise DataError(f"no training pairs left in {pairs.origin} ({counts})")
+        _report(f"{self.train_split}: kept {keep.size} of {len(pairs)} pairs ({counts})")
+        return keep
+
+    # -- loaders ---------------------------------------------------------------------
+    def _loader(self, split: str, max_tokens: int, shuffle: bool) -> DataLoader:
+        rows, lengths = self.tokenised(split)
+        spec = self.vocab.spec
+        return DataLoader(
+            rows,
+            batch_sampler=TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed),
+            collate_fn=partial(collate, pad_id=spec.pad_id, bos_id=spec.bos_id, eos_id=spec.eos_id),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_split, self.max_tokens, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_split, self.eval_max_tokens, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.test_split, self.eval_max_tokens, shuffle=False)

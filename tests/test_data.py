@@ -1,0 +1,174 @@
+"""The data module: lazy vocabulary, filtering, loaders, and the on-disk caches."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seq2seq.batching import Batch
+from seq2seq.data import TranslationDataModule
+from seq2seq.errors import DataError
+from seq2seq.tokenizer import Tokenizer, Vocabulary
+
+WORDS = ["the", "dog", "cat", "runs", "sleeps", "red", "small", "on", "a", "house", "street"]
+WÖRTER = ["der", "Hund", "Katze", "läuft", "schläft", "rot", "klein", "auf", "ein", "Haus"]
+MAX_LEN = 20
+
+
+def sentence(rng: random.Random, words: list[str], n: int) -> str:
+    return " ".join(rng.choices(words, k=n))
+
+
+def corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
+    rng = random.Random(seed)
+    pairs = [
+        (sentence(rng, WORDS, k), sentence(rng, WÖRTER, k)) for k in rng.choices(range(2, 9), k=n)
+    ]
+    return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """train: 300 pairs, 2 with an empty side, 3 far over MAX_LEN; val: 40 with both kinds."""
+    root = tmp_path_factory.mktemp("corpus")
+    for split, n, seed in [("train", 300, 1), ("val", 40, 2), ("test", 30, 3)]:
+        src, tgt = corpus(n, seed)
+        src[5], tgt[9] = "", "   "
+        if split == "train":
+            for i in (20, 21, 22):
+                src[i] = " ".join(["dog"] * 3 * MAX_LEN)
+        else:
+            tgt[3] = " ".join(["Hund"] * 3 * MAX_LEN)
+        (root / f"{split}.en").write_text("\n".join(src) + "\n", encoding="utf-8")
+        (root / f"{split}.de").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+    return root
+
+
+def module(source: str | Path, cache: Path, **settings: Any) -> TranslationDataModule:
+    options = {"vocab_size": 400, "max_tokens": 200, "max_len": MAX_LEN, "cache_dir": str(cache)}
+    return TranslationDataModule(str(source), "en", "de", **{**options, **settings})
+
+
+def test_vocab_is_ready_before_setup(folder: Path, tmp_path: Path) -> None:
+    data = module(folder, tmp_path, joint_vocab=False)
+    spec = data.vocab.spec  # what the CLI links into the model right after __init__
+    assert spec.joint is False and spec.src_size > 260 and spec.tgt_size > 260
+    assert (spec.pad_id, spec.bos_id, spec.eos_id) == (0, 2, 3)
+    assert "▁Hund" in data.vocab.tgt.pieces("Hund") and "▁Hund" not in data.vocab.src.pieces("Hund")
+
+
+def test_training_pairs_are_filtered_and_reported(
+    folder: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = module(folder, tmp_path)
+    with caplog.at_level(logging.INFO, logger="seq2seq"):
+        data.setup("fit")
+    assert "train: kept 295 of 300 pairs (2 empty, 3 over max_len=20)" in caplog.messages
+    assert "val: 40 pairs" in caplog.messages
+    rows, _ = data.tokenised("train")
+    assert len(rows) == 295
+    assert not {5, 9, 20, 21, 22} & set(rows["id"])
+
+
+def test_loaders_cover_their_splits(folder: Path, tmp_path: Path) -> None:
+    data = module(folder, tmp_path, eval_max_tokens=150)
+    data.setup("fit")
+    data.setup("test")
+    train_ids = []
+    for batch in data.train_dataloader():
+        assert isinstance(batch, Batch)
+        assert batch.src.numel() <= 200 and batch.tgt_in.numel() <= 200
+        assert batch.tgt_lens.max() == batch.tgt_in.size(1) == batch.tgt_out.size(1)
+        train_ids += batch.ids.tolist()
+    assert sorted(train_ids) == sorted(data.tokenised("train")[0]["id"])
+    for split, loader in [("val", data.val_dataloader()), ("test", data.test_dataloader())]:
+        batches = list(loader)
+        ids = [i for batch in batches for i in batch.ids.tolist()]
+        assert sorted(ids) == list(range(len(data.references(split))))  # nothing filtered
+        over = [b for b in batches if b.src.numel() > 150 or b.tgt_in.numel() > 150]
+        assert all(b.src.size(0) == 1 for b in over)
+
+
+def test_batches_hold_the_tokenised_text(folder: Path, tmp_path: Path) -> None:
+    data = module(folder, tmp_path)
+    batch = next(iter(data.val_dataloader()))
+    vocab, eos = data.vocab, data.vocab.spec.eos_id
+    for row, length, tgt_out, tgt_len, index in zip(
+        batch.src, batch.src_lens, batch.tgt_out, batch.tgt_lens, batch.ids.tolist(), strict=True
+    ):
+        assert row[: length - 1].tolist() == vocab.src.encode(data.sources("val")[index])
+        assert tgt_out[tgt_len - 1] == eos
+        reference = " ".join(data.references("val")[index].split())
+        assert vocab.tgt.decode(tgt_out[: tgt_len - 1].tolist()) == reference
+
+
+def test_second_run_reads_both_caches(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = module(folder, tmp_path)
+    first.setup("fit")
+    expected = {split: first.tokenised(split)[0]["src_ids"] for split in ("train", "val")}
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise AssertionError("tokenised or trained again")
+
+    monkeypatch.setattr(Tokenizer, "train", fail)
+    monkeypatch.setattr(Tokenizer, "encode_batch", fail)
+    second = module(folder, tmp_path)
+    second.setup("fit")
+    assert second.vocab.fingerprint == first.vocab.fingerprint
+    for split, src_ids in expected.items():
+        assert second.tokenised(split)[0]["src_ids"] == src_ids
+
+
+def test_a_tsv_copy_of_the_corpus_reuses_the_vocabulary(folder: Path, tmp_path: Path) -> None:
+    for split in ("train", "val"):
+        src = (folder / f"{split}.en").read_text(encoding="utf-8").splitlines()
+        tgt = (folder / f"{split}.de").read_text(encoding="utf-8").splitlines()
+        lines = [f"{s}\t{t}\n" for s, t in zip(src, tgt, strict=True)]
+        (tmp_path / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
+    from_folder = module(folder, tmp_path / "cache")
+    from_tsv = module(tmp_path / "{split}.tsv", tmp_path / "cache")
+    assert from_tsv.vocab.fingerprint == from_folder.vocab.fingerprint  # keyed by content
+    assert len(list((tmp_path / "cache" / "spm").iterdir())) == 1
+    assert from_tsv.references("val") == from_folder.references("val")
+
+
+def test_set_vocab_retokenises(folder: Path, tmp_path: Path) -> None:
+    data = module(folder, tmp_path)
+    data.setup("validate")
+    other = Vocabulary.train(["x y z"] * 10, ["u v w"] * 10, 300, "bpe", joint=False)
+    data.set_vocab(other)
+    assert data.vocab is other
+    rows, _ = data.tokenised("val")
+    assert rows["tgt_ids"][0] == other.tgt.encode(data.references("val")[0])
+
+
+def test_empty_or_fully_filtered_training_split(tmp_path: Path) -> None:
+    (tmp_path / "train.en").write_text("")
+    (tmp_path / "train.de").write_text("")
+    with pytest.raises(DataError, match=r"train split is empty: .*train\.en \+ .*train\.de"):
+        _ = module(tmp_path, tmp_path / "cache").vocab
+    (tmp_path / "train.en").write_text("a b c d e\n\n")
+    (tmp_path / "train.de").write_text("f g h i j\nk\n")
+    data = module(tmp_path, tmp_path / "cache", max_len=2)
+    with pytest.raises(DataError, match=r"no training pairs left .*\(1 empty, 1 over max_len=2\)"):
+        data.setup("fit")
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"max_tokens": 0}, "data.max_tokens must be at least 1"),
+        ({"eval_max_tokens": -5}, "data.eval_max_tokens must be at least 1"),
+        ({"spm_model_type": "wordpiece"}, "unigram or bpe"),
+        ({"character_coverage": 1.5}, "character_coverage"),
+    ],
+)
+def test_bad_settings(tmp_path: Path, setting: dict[str, Any], message: str) -> None:
+    with pytest.raises(DataError, match=message):
+        module(tmp_path, tmp_path, **setting)
