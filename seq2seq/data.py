@@ -89,6 +89,7 @@ class TranslationDataModule(pl.LightningDataModule):
         spm_model_type: ModelType = "unigram",
         joint_vocab: bool = True,
         character_coverage: float = 1.0,
+        max_piece_length: int = 16,
         max_tokens: int = 4096,
         eval_max_tokens: int | None = None,
         max_len: int = 100,
@@ -103,6 +104,7 @@ class TranslationDataModule(pl.LightningDataModule):
             ("max_tokens", max_tokens),
             ("eval_max_tokens", eval_max_tokens or max_tokens),
             ("max_len", max_len),
+            ("max_piece_length", max_piece_length),
         ]:
             if value < 1:
                 raise DataError(f"data.{name} must be at least 1, got {value}")
@@ -117,6 +119,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
         self.vocab_size, self.spm_model_type = vocab_size, spm_model_type
         self.joint_vocab, self.character_coverage = joint_vocab, character_coverage
+        self.max_piece_length = max_piece_length
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
         self.max_len, self.seed, self.num_workers = max_len, seed, num_workers
         self.cache_dir = Path(cache_dir)
@@ -138,6 +141,7 @@ class TranslationDataModule(pl.LightningDataModule):
                 model_type=self.spm_model_type,
                 joint=self.joint_vocab,
                 character_coverage=self.character_coverage,
+                max_piece_length=self.max_piece_length,
             )
         return self._vocab
 

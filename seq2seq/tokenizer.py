@@ -56,10 +56,13 @@ class Tokenizer:
         vocab_size: int,
         model_type: ModelType,
         character_coverage: float = 1.0,
+        max_piece_length: int = 16,
     ) -> Tokenizer:
         """Train in memory. Empty sentences are skipped; the result is deterministic.
 
         ``vocab_size`` is a soft limit: a tiny corpus yields fewer pieces (see ``size``).
+        ``max_piece_length`` caps a piece's characters (SentencePiece's
+        ``max_sentencepiece_length``): a small cap splits long compounds into pieces.
         """
         text = [s for s in sentences if s.strip()]
         if not text:
@@ -72,6 +75,7 @@ class Tokenizer:
                 vocab_size=vocab_size,
                 model_type=model_type,
                 character_coverage=character_coverage,
+                max_sentencepiece_length=max_piece_length,
                 byte_fallback=True,
                 hard_vocab_limit=False,
                 pad_id=PAD_ID,
@@ -142,15 +146,15 @@ class Vocabulary:
         model_type: ModelType,
         joint: bool,
         character_coverage: float = 1.0,
+        max_piece_length: int = 16,
     ) -> Vocabulary:
         """One model on source+target text (joint) or one model per side."""
+        settings = (vocab_size, model_type, character_coverage, max_piece_length)
         if joint:
-            both = Tokenizer.train(
-                [*src_texts, *tgt_texts], vocab_size, model_type, character_coverage
-            )
+            both = Tokenizer.train([*src_texts, *tgt_texts], *settings)
             return cls(both, both, joint=True)
-        src = Tokenizer.train(src_texts, vocab_size, model_type, character_coverage)
-        tgt = Tokenizer.train(tgt_texts, vocab_size, model_type, character_coverage)
+        src = Tokenizer.train(src_texts, *settings)
+        tgt = Tokenizer.train(tgt_texts, *settings)
         return cls(src, tgt, joint=False)
 
     @property
@@ -230,6 +234,7 @@ def load_or_train_vocabulary(
     model_type: ModelType,
     joint: bool,
     character_coverage: float = 1.0,
+    max_piece_length: int = 16,
 ) -> Vocabulary:
     """``Vocabulary.train(...)``, cached under ``cache_dir/spm/<key>/``.
 
@@ -241,6 +246,7 @@ def load_or_train_vocabulary(
         "model_type": model_type,
         "joint": joint,
         "character_coverage": character_coverage,
+        "max_piece_length": max_piece_length,
         "text": text_fingerprint(src_texts, tgt_texts),
     }
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
@@ -252,7 +258,7 @@ def load_or_train_vocabulary(
         log.info("loaded the SentencePiece vocabulary from %s", folder)
         return Vocabulary(models[0], models[-1], joint=joint)
     vocab = Vocabulary.train(
-        src_texts, tgt_texts, vocab_size, model_type, joint, character_coverage
+        src_texts, tgt_texts, vocab_size, model_type, joint, character_coverage, max_piece_length
     )
     folder.mkdir(parents=True, exist_ok=True)
     for path, tokenizer in zip(paths, (vocab.src, vocab.tgt), strict=False):

@@ -1,0 +1,95 @@
+"""Loading a trained model from a Lightning checkpoint, safely.
+
+A checkpoint carries everything needed to translate: the weights, the SentencePiece
+models (``checkpoint["seq2seq"]["vocab"]``) and the run's YAML config
+(``checkpoint["seq2seq"]["config"]``). Every load uses ``torch.load(weights_only=True)``,
+so a checkpoint cannot run code while it is read.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from jsonargparse import ArgumentParser
+
+from seq2seq.errors import CheckpointError
+from seq2seq.model import EncoderDecoder, VocabSpec
+from seq2seq.task import CHECKPOINT_KEY
+from seq2seq.tokenizer import Vocabulary
+
+MODEL_PREFIX = "model."  # the task keeps its EncoderDecoder in `self.model`
+
+
+@dataclass
+class Trained:
+    """A model ready to translate, with its vocabulary and the config it was trained with."""
+
+    model: EncoderDecoder
+    vocab: Vocabulary
+    config: dict[str, Any]
+
+    @property
+    def tgt_lang(self) -> str | None:
+        return self.config.get("data", {}).get("tgt_lang")
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The raw checkpoint dictionary, or a CheckpointError saying why it cannot be read."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise CheckpointError(
+            f"refusing to load {path}: it is not a plain-weights checkpoint ({first_line})"
+        ) from error
+    except (RuntimeError, EOFError, ValueError, OSError) as error:
+        raise CheckpointError(
+            f"cannot read checkpoint {path}: truncated or corrupted ({error})"
+        ) from error
+    if not isinstance(checkpoint, dict) or CHECKPOINT_KEY not in checkpoint:
+        raise CheckpointError(
+            f"{path} is not a seq2seq checkpoint (no vocabulary and config inside)"
+        )
+    return checkpoint
+
+
+def build_model(config: dict[str, Any], vocab: VocabSpec) -> EncoderDecoder:
+    """Instantiate the ``model.model`` block of a run config for ``vocab``."""
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--network", type=Callable[[VocabSpec], EncoderDecoder])
+    try:
+        parsed = parser.parse_object({"network": config["model"]["model"]})
+    except (KeyError, TypeError) as error:
+        raise CheckpointError(f"the checkpoint's config has no model block ({error})") from error
+    factory = parser.instantiate(parsed).network
+    return factory(vocab)
+
+
+def load_trained(path: str | Path) -> Trained:
+    """Rebuild the model of a checkpoint, load its weights and put it in eval mode."""
+    checkpoint = read_checkpoint(path)
+    stored = checkpoint[CHECKPOINT_KEY]
+    if not stored.get("config"):
+        raise CheckpointError(f"{path} holds no run config; was it written by `seq2seq fit`?")
+    config = yaml.safe_load(stored["config"])
+    vocab = Vocabulary.from_state(stored["vocab"])
+    model = build_model(config, vocab.spec)
+    weights = {
+        key[len(MODEL_PREFIX) :]: value
+        for key, value in checkpoint["state_dict"].items()
+        if key.startswith(MODEL_PREFIX)
+    }
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as error:
+        raise CheckpointError(f"weights in {path} do not fit its model config: {error}") from error
+    return Trained(model=model.eval(), vocab=vocab, config=config)

@@ -1,0 +1,194 @@
+"""The LightningModule: a plain ``EncoderDecoder`` trained with label-smoothed cross-entropy.
+
+One shared step computes the loss for train/val/test; validation and test also decode
+(greedy or beam) and score BLEU/chrF on detokenised text against the raw references.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Literal
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.utilities import rank_zero_info
+from torch import Tensor, nn
+from torchmetrics import MeanMetric
+
+from seq2seq.data import Batch
+from seq2seq.masking import sequence_mask
+from seq2seq.metrics import literature_bleu, score_corpus
+from seq2seq.model import EncoderDecoder, VocabSpec
+from seq2seq.search import translate_batch
+from seq2seq.tokenizer import Vocabulary
+
+CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the vocabulary and the run's config
+
+
+def batch_sentences(batch: Batch) -> int:
+    """Sentences in a batch (for Lightning's ThroughputMonitor)."""
+    return int(batch.src.size(0))
+
+
+def batch_target_tokens(batch: Batch) -> int:
+    """Real (unpadded) target tokens in a batch, EOS included: what tokens/s counts."""
+    return int(batch.tgt_lens.sum())
+
+
+def label_smoothed_nll(
+    logits: Tensor, target: Tensor, lengths: Tensor, smoothing: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Summed losses over the valid target positions.
+
+    logits [B, T, V], target [B, T], lengths [B] -> (smoothed loss, nll, number of tokens).
+    The smoothed loss spreads ``smoothing`` uniformly over the vocabulary, as
+    ``torch.nn.functional.cross_entropy(label_smoothing=...)`` does.
+    """
+    mask = sequence_mask(lengths, target.size(1))  # [B, T]
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    nll = -logprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # [B, T]
+    uniform = -logprobs.mean(dim=-1)  # [B, T]
+    loss = (1.0 - smoothing) * nll + smoothing * uniform
+    return loss[mask].sum(), nll[mask].sum(), mask.sum()
+
+
+def warmup_then_decay(
+    warmup_steps: int, schedule: Literal["inverse_sqrt", "constant"]
+) -> Callable[[int], float]:
+    """Learning-rate multiplier: linear warm-up to 1, then 1/sqrt decay (or constant)."""
+
+    def factor(step: int) -> float:
+        step = step + 1
+        if step < warmup_steps:
+            return step / warmup_steps
+        return math.sqrt(warmup_steps / step) if schedule == "inverse_sqrt" else 1.0
+
+    return factor
+
+
+class TranslationTask(pl.LightningModule):
+    """Training, validation and test of one ``EncoderDecoder``.
+
+    ``model`` is built from the linked ``vocab`` (the data module's vocabulary), so
+    vocabulary sizes and special ids are never written in a config.
+    """
+
+    def __init__(
+        self,
+        model: Callable[[VocabSpec], EncoderDecoder],
+        vocab: Vocabulary,
+        label_smoothing: float = 0.1,
+        lr: float = 5e-4,
+        betas: tuple[float, float] = (0.9, 0.98),
+        weight_decay: float = 0.0,
+        warmup_steps: int = 1000,
+        schedule: Literal["inverse_sqrt", "constant"] = "inverse_sqrt",
+        val_beam_size: int = 1,
+        test_beam_size: int = 5,
+        length_penalty: float = 1.0,
+        max_len_ratio: float = 1.5,
+        max_len_offset: int = 10,
+    ) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.model = model(vocab.spec)
+        self.label_smoothing = label_smoothing
+        self.lr, self.betas, self.weight_decay = lr, betas, weight_decay
+        self.warmup_steps, self.schedule = warmup_steps, schedule
+        self.beam_sizes = {"val": val_beam_size, "test": test_beam_size}
+        self.length_penalty = length_penalty
+        self.max_len_ratio, self.max_len_offset = max_len_ratio, max_len_offset
+        self.run_config: str | None = None  # the CLI's YAML config, saved into checkpoints
+        self.flops_per_batch: int | None = None  # ThroughputMonitor asks; not measured
+        self.token_nll = nn.ModuleDict({f"{s}_nll": MeanMetric() for s in ("train", "val", "test")})
+        self._hypotheses: dict[int, str] = {}
+
+    # -- the shared step ---------------------------------------------------------------
+    def _loss(self, batch: Batch, stage: str) -> Tensor:
+        logits, _ = self.model(batch.src, batch.src_lens, batch.tgt_in)
+        loss, nll, n_tokens = label_smoothed_nll(
+            logits, batch.tgt_out, batch.tgt_lens, self.label_smoothing
+        )
+        n = int(n_tokens)
+        on_step = stage == "train"
+        self.log(
+            f"{stage}_loss", loss / n, batch_size=n, prog_bar=True, on_step=on_step, on_epoch=True
+        )
+        self.token_nll[f"{stage}_nll"].update(nll.detach() / n, weight=n)
+        return loss / n
+
+    def _log_perplexity(self, stage: str) -> None:
+        """exp of the mean per-token NLL (without smoothing) over the epoch."""
+        mean_nll = float(self.token_nll[f"{stage}_nll"].compute())
+        self.log(f"{stage}_ppl", math.exp(min(mean_nll, 50.0)))
+        self.token_nll[f"{stage}_nll"].reset()
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        return self._loss(batch, "train")
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._loss(batch, "val")
+        self._translate(batch, self.beam_sizes["val"])
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._loss(batch, "test")
+        self._translate(batch, self.beam_sizes["test"])
+
+    # -- decoding and scoring ----------------------------------------------------------
+    def _translate(self, batch: Batch, beam_size: int) -> None:
+        hyps = translate_batch(
+            self.model,
+            batch.src,
+            batch.src_lens,
+            beam_size=beam_size,
+            length_penalty_alpha=self.length_penalty,
+            max_len_ratio=self.max_len_ratio,
+            max_len_offset=self.max_len_offset,
+        )
+        for index, nbest in zip(batch.ids.tolist(), hyps, strict=True):
+            self._hypotheses[index] = self.vocab.tgt.decode(nbest[0].tokens)
+
+    def on_validation_epoch_start(self) -> None:
+        self._hypotheses = {}
+
+    on_test_epoch_start = on_validation_epoch_start
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_perplexity("val")
+        self._score("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_perplexity("test")
+        self._score("test")
+
+    def on_train_epoch_end(self) -> None:
+        self._log_perplexity("train")
+
+    def _score(self, stage: str) -> None:
+        datamodule = self.trainer.datamodule
+        split = datamodule.val_split if stage == "val" else datamodule.test_split
+        refs = datamodule.references(split)
+        if len(self._hypotheses) != len(refs):  # e.g. a sanity check on a few batches
+            return
+        hyps = [self._hypotheses[i] for i in range(len(refs))]
+        scores = score_corpus(hyps, refs)
+        self.log(f"{stage}_bleu", scores["bleu"]["score"], prog_bar=True)
+        self.log(f"{stage}_chrf", scores["chrf"]["score"])
+        if stage == "test":
+            lit = literature_bleu(hyps, refs, datamodule.tgt_lang)
+            self.log("test_bleu_literature", lit["score"])
+        rank_zero_info(f"{stage} example: {hyps[0]!r} (reference: {refs[0]!r})")
+
+    # -- optimisation and checkpoints --------------------------------------------------
+    def configure_optimizers(self) -> dict[str, Any]:
+        optimizer = torch.optim.AdamW(
+            self.parameters(), lr=self.lr, betas=self.betas, weight_decay=self.weight_decay
+        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, warmup_then_decay(self.warmup_steps, self.schedule)
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint[CHECKPOINT_KEY] = {"vocab": self.vocab.to_state(), "config": self.run_config}

@@ -1,0 +1,204 @@
+"""End-to-end runs of the `seq2seq` command on a tiny corpus."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from seq2seq.checkpoint import Trained, load_trained
+from seq2seq.cli import ConfigIntoCheckpoint, Seq2SeqCLI, main
+from seq2seq.corpus import write_corpus
+from seq2seq.data import TranslationDataModule
+from seq2seq.task import TranslationTask
+from seq2seq.translator import SearchSettings, translate_lines
+
+SIZES = {"train": 400, "val": 24, "test": 24}
+
+
+def tiny_config(root: Path, corpus: Path) -> dict:
+    return {
+        "seed_everything": 1,
+        "trainer": {
+            "accelerator": "cpu",
+            "devices": 1,
+            "max_epochs": 2,
+            "default_root_dir": str(root / "run"),
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "num_sanity_val_steps": 0,
+            "log_every_n_steps": 5,
+        },
+        "checkpoint": {"dirpath": str(root / "run" / "checkpoints")},
+        "model": {
+            "model": {
+                "class_path": "seq2seq.rnn.RNNSeq2Seq",
+                "init_args": {"embed_size": 16, "hidden_size": 16, "dropout": 0.0},
+            },
+            "lr": 0.005,
+            "warmup_steps": 10,
+            "test_beam_size": 2,
+        },
+        "data": {
+            "source": str(corpus),
+            "src_lang": "en",
+            "tgt_lang": "de",
+            "vocab_size": 400,
+            "max_piece_length": 7,
+            "max_tokens": 800,
+            "cache_dir": str(root / "cache"),
+        },
+    }
+
+
+def write_config(path: Path, config: dict) -> Path:
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory) -> dict:
+    """`seq2seq fit` once on the tiny corpus; the tests below use its checkpoint."""
+    root = tmp_path_factory.mktemp("cli")
+    corpus = root / "corpus"
+    write_corpus(corpus, seed=3, sizes=SIZES)
+    config = write_config(root / "tiny.yaml", tiny_config(root, corpus))
+    main(["fit", "--config", str(config)])
+    return {
+        "root": root,
+        "corpus": corpus,
+        "config": config,
+        "ckpt": root / "run/checkpoints/last.ckpt",
+    }
+
+
+def run_seq2seq(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "seq2seq.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_fit_keeps_best_and_last_checkpoints_and_logs(trained_run):
+    checkpoints = sorted(p.name for p in (trained_run["root"] / "run/checkpoints").iterdir())
+    assert "last.ckpt" in checkpoints
+    assert any(name.startswith("epoch") and "bleu" in name for name in checkpoints)
+    metrics = trained_run["root"] / "run/logs/version_0/metrics.csv"
+    header = metrics.read_text().splitlines()[0].split(",")
+    for column in ["train_loss_step", "train_ppl", "val_loss", "val_ppl", "val_bleu", "val_chrf"]:
+        assert column in header
+
+
+def test_checkpoint_loads_safely_with_vocabulary_and_config(trained_run):
+    checkpoint = torch.load(trained_run["ckpt"], map_location="cpu", weights_only=True)
+    stored = checkpoint["seq2seq"]
+    assert yaml.safe_load(stored["config"])["data"]["tgt_lang"] == "de"
+    assert isinstance(stored["vocab"]["src"], bytes)
+
+
+def test_translate_reads_stdin_and_writes_one_line_per_input(trained_run, capsys, monkeypatch):
+    lines = (trained_run["corpus"] / "test.en").read_text().splitlines()[:5]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join([lines[0], "", *lines[1:]]) + "\n"))
+    main(["translate", "--ckpt", str(trained_run["ckpt"]), "--beam", "2"])
+    output = capsys.readouterr().out.splitlines()
+    assert len(output) == 6
+    assert output[1] == ""  # a blank line stays blank
+
+
+def test_translate_n_best(trained_run, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("twenty-one\nfive hundred\n"))
+    main(["translate", "--ckpt", str(trained_run["ckpt"]), "--beam", "3", "--n-best", "2"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [row[0] for row in rows] == ["0", "0", "1", "1"]
+    assert float(rows[0][1]) >= float(rows[1][1])
+
+
+def test_evaluate_prints_json_scores_with_signatures(trained_run, capsys):
+    corpus = trained_run["corpus"]
+    main(
+        [
+            "evaluate", "--ckpt", str(trained_run["ckpt"]), "--src", str(corpus / "test.en"),
+            "--ref", str(corpus / "test.de"), "--beam", "2", "--json",
+        ]
+    )  # fmt: skip
+    scores = json.loads(capsys.readouterr().out)
+    assert set(scores) == {"bleu", "chrf", "bleu_literature"}
+    assert 0.0 <= scores["bleu"]["score"] <= 100.0
+    assert "tok:13a" in scores["bleu"]["signature"]
+    assert "tok:none" in scores["bleu_literature"]["signature"]
+
+
+def test_attention_draws_one_png_per_sentence(trained_run, tmp_path):
+    out = tmp_path / "attention"
+    main(
+        [
+            "attention", "--ckpt", str(trained_run["ckpt"]),
+            "--src", str(trained_run["corpus"] / "test.en"), "--limit", "2", "--out", str(out),
+        ]
+    )  # fmt: skip
+    pngs = sorted(out.glob("*.png"))
+    assert len(pngs) == 2
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_reloaded_checkpoint_translates_like_the_trained_model(trained_run, tmp_path):
+    config = tiny_config(tmp_path, trained_run["corpus"])
+    config["trainer"]["max_epochs"] = 1
+    cli = Seq2SeqCLI(
+        TranslationTask,
+        TranslationDataModule,
+        args=["--config", str(write_config(tmp_path / "c.yaml", config))],
+        run=False,
+        save_config_callback=ConfigIntoCheckpoint,
+        seed_everything_default=1,
+    )
+    cli.trainer.fit(cli.model, cli.datamodule)
+    sources = trained_run["corpus"].joinpath("val.en").read_text().splitlines()
+    search = SearchSettings(beam_size=3)
+    in_memory = Trained(cli.model.model.eval(), cli.model.vocab, {})
+    expected = [t.text for t in translate_lines(in_memory, sources, search)]
+    reloaded = load_trained(tmp_path / "run/checkpoints/last.ckpt")
+    assert [t.text for t in translate_lines(reloaded, sources, search)] == expected
+
+
+def test_unknown_config_key_is_an_error(trained_run):
+    result = run_seq2seq("fit", "--config", str(trained_run["config"]), "--model.lrr", "0.1")
+    assert result.returncode != 0
+    assert "lrr" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_misaligned_corpus_is_one_line_error(tmp_path):
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, seed=3, sizes=SIZES)
+    german = (corpus / "train.de").read_text().splitlines()
+    (corpus / "train.de").write_text("\n".join(german[:-1]) + "\n")
+    config = write_config(tmp_path / "c.yaml", tiny_config(tmp_path, corpus))
+    result = run_seq2seq("fit", "--config", str(config))
+    assert result.returncode == 1
+    error = [line for line in result.stderr.splitlines() if line.startswith("seq2seq: error:")]
+    assert len(error) == 1 and "400" in error[0] and "399" in error[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_checkpoint_is_one_line_error(tmp_path):
+    result = run_seq2seq("translate", "--ckpt", str(tmp_path / "nope.ckpt"), stdin="hello\n")
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip() == f"seq2seq: error: checkpoint not found: {tmp_path / 'nope.ckpt'}"
+    )
+
+
+def test_translate_of_empty_input_prints_nothing(tmp_path):
+    result = run_seq2seq("translate", "--ckpt", str(tmp_path / "unused.ckpt"), stdin="")
+    assert result.returncode == 0
+    assert result.stdout == ""
