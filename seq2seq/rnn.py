@@ -177,8 +177,10 @@ class RNNDecoder(nn.Module):
         state = self.start(memory)
         embedded = self.dropout(self.embed(tgt_in))  # [B, T, E]
         pre_outputs, weights = [], []
-        for t in range(tgt_in.size(1)):
-            pre, state, attn = self._step(embedded[:, t], state)
+        # unbind, not embedded[:, t]: its backward stacks T gradients once instead of
+        # filling a zero [B, T, E] tensor per step.
+        for step_input in embedded.unbind(dim=1):
+            pre, state, attn = self._step(step_input, state)
             pre_outputs.append(pre)
             weights.append(attn)
         # One large output projection for all steps instead of T small ones.

@@ -183,7 +183,10 @@ class TranslationTask(pl.LightningModule):
     # -- optimisation and checkpoints --------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
         optimizer = torch.optim.AdamW(
-            self.parameters(), lr=self.lr, betas=self.betas, weight_decay=self.weight_decay
+            self.parameters(),
+            lr=self.lr,
+            betas=self.betas,
+            weight_decay=self.weight_decay,
         )
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, warmup_then_decay(self.warmup_steps, self.schedule)
