@@ -24,6 +24,7 @@ from seq2seq.attention import AdditiveAttention, Attention
 from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec
 
 CellType = Literal["gru", "lstm"]
+MergeType = Literal["concat", "sum"]
 Hidden = Tensor | tuple[Tensor, Tensor]  # GRU: [B, L, H]; LSTM: (h, c), each [B, L, H]
 
 _CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM}
@@ -49,7 +50,12 @@ def _top_layer(hidden: Hidden) -> Tensor:
 
 
 class RNNEncoder(nn.Module):
-    """Embedding, dropout and a (bidirectional) GRU/LSTM over packed sequences."""
+    """Embedding, dropout and a (bidirectional) GRU/LSTM over packed sequences.
+
+    ``merge`` joins the two directions' states: ``concat`` (size 2H, as Bahdanau et al.)
+    or ``sum`` (size H, so parameter-free scores such as dot can compare them with a
+    decoder of size H).
+    """
 
     def __init__(
         self,
@@ -61,8 +67,10 @@ class RNNEncoder(nn.Module):
         cell: CellType,
         bidirectional: bool,
         dropout: float,
+        merge: MergeType = "concat",
     ) -> None:
         super().__init__()
+        self.merge = merge
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
         self.rnn = _CELLS[cell](
@@ -73,7 +81,7 @@ class RNNEncoder(nn.Module):
             bidirectional=bidirectional,
             dropout=dropout if num_layers > 1 else 0.0,
         )
-        self.output_size = hidden_size * (2 if bidirectional else 1)
+        self.output_size = hidden_size * (2 if bidirectional and merge == "concat" else 1)
 
     def forward(self, src: Tensor, src_lens: Tensor) -> Memory:
         """src [B, S], src_lens [B] -> Memory(states [B, S, Do], lens, final [B, Do])."""
@@ -86,8 +94,11 @@ class RNNEncoder(nn.Module):
         states, _ = pad_packed_sequence(outputs, batch_first=True, total_length=S)  # [B, S, Do]
         h_n = hidden[0] if isinstance(hidden, tuple) else hidden  # [layers*dirs, B, H]
         directions = 2 if self.rnn.bidirectional else 1
-        final = h_n[-directions:].transpose(0, 1).reshape(B, -1)  # last layer, both ways: [B, Do]
-        return Memory(states=self.dropout(states), lens=src_lens, final=final)
+        final = h_n[-directions:].transpose(0, 1)  # the last layer, each way: [B, dirs, H]
+        if self.merge == "sum":
+            states = states.view(B, S, directions, -1).sum(dim=2)  # [B, S, H]
+            final = final.sum(dim=1)  # [B, H]
+        return Memory(states=self.dropout(states), lens=src_lens, final=final.reshape(B, -1))
 
 
 @dataclass
@@ -241,6 +252,7 @@ class RNNSeq2Seq(EncoderDecoder):
     ``attention`` is the pluggable part: any ``Attention`` class, built by the decoder with
     query size = ``hidden_size`` and key size = the encoder's output size.
     ``input_feeding`` applies to the Luong style (the Bahdanau style feeds the context itself).
+    ``encoder_output`` joins a bidirectional encoder's directions: concat or sum.
     """
 
     def __init__(
@@ -252,6 +264,7 @@ class RNNSeq2Seq(EncoderDecoder):
         decoder_layers: int = 1,
         cell: CellType = "gru",
         bidirectional: bool = True,
+        encoder_output: MergeType = "concat",
         style: Literal["bahdanau", "luong"] = "bahdanau",
         attention: Callable[[int, int], Attention] = AdditiveAttention,
         input_feeding: bool = True,

@@ -30,6 +30,7 @@ VARIANTS = [
     dict(style="luong", cell="gru"),
     dict(style="luong", cell="lstm", input_feeding=False),
     dict(style="luong", cell="gru", bidirectional=False, decoder_layers=2),
+    dict(style="luong", cell="lstm", encoder_output="sum", encoder_layers=2),
 ]
 
 
@@ -90,5 +91,5 @@ def test_attention_is_pluggable_with_its_own_settings():
         return AdditiveAttention(query_size, key_size, hidden_size=5)
 
     model = make_model(attention=attention)
-    assert model.decoder.attention.energy.in_features == 5
-    assert model.decoder.attention.key_proj.in_features == 32  # bidirectional encoder
+    assert model.decoder.attention.score.energy.in_features == 5
+    assert model.decoder.attention.score.key_proj.in_features == 32  # bidirectional encoder

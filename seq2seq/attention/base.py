@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import torch
 from torch import Tensor, nn
+
+from seq2seq.attention.scores import Score
+from seq2seq.masking import masked_softmax
 
 
 class Attention(nn.Module, ABC):
@@ -56,3 +60,26 @@ class Attention(nn.Module, ABC):
     ) -> tuple[Tensor, Tensor]:
         keys, values = self.prepare(keys, values)
         return self.attend(queries, keys, values, valid_lens, query_pos)
+
+
+class GlobalAttention(Attention):
+    """Softmax of a ``Score`` over every valid key; the context is the weighted values."""
+
+    def __init__(self, query_size: int, key_size: int, score: Score, dropout: float = 0.0):
+        super().__init__(query_size, key_size)
+        self.score = score
+        self.dropout = nn.Dropout(dropout)
+
+    def prepare(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        return self.score.prepare(keys), values
+
+    def attend(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None,
+        query_pos: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        weights = masked_softmax(self.score(queries, keys), valid_lens)  # [B, Tq, S]
+        return torch.bmm(self.dropout(weights), values), weights
