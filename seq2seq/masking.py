@@ -22,20 +22,19 @@ def sequence_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
     return positions < lengths.unsqueeze(-1)
 
 
-def key_mask(valid_lens: Tensor, scores: Tensor) -> Tensor:
-    """A bool mask that broadcasts against ``scores`` [B, ..., Tq, S].
+def key_mask(valid_lens: Tensor, num_keys: int, score_dims: int) -> Tensor:
+    """A bool mask that broadcasts against scores [B, ..., Tq, S] of ``score_dims`` dims.
 
     valid_lens: [B] (one length per sentence) or [B, Tq] (one length per query).
-    Returns [B, 1, ..., 1, S] or [B, 1, ..., Tq, S] with as many singleton middle
-    dimensions as ``scores`` has heads or other axes between batch and queries.
+    Returns [B, 1, ..., 1, S] or [B, 1, ..., Tq, S], with a singleton for every axis
+    (heads, layers) between the batch and the queries.
     """
-    keys = scores.size(-1)
-    mask = sequence_mask(valid_lens, keys)  # [B, S] or [B, Tq, S]
+    mask = sequence_mask(valid_lens, num_keys)  # [B, S] or [B, Tq, S]
     if valid_lens.dim() == 1:
         mask = mask.unsqueeze(1)  # [B, 1, S]
     elif valid_lens.dim() != 2:
         raise ValueError(f"valid_lens must be [B] or [B, Tq], got shape {tuple(valid_lens.shape)}")
-    middle = scores.dim() - 3  # e.g. heads in [B, H, Tq, S]
+    middle = score_dims - 3  # e.g. heads in [B, H, Tq, S]
     return mask.view(mask.size(0), *([1] * middle), *mask.shape[1:])
 
 
@@ -47,7 +46,7 @@ def masked_softmax(scores: Tensor, valid_lens: Tensor | None) -> Tensor:
     """
     if valid_lens is None:
         return torch.softmax(scores, dim=-1)
-    mask = key_mask(valid_lens, scores)
+    mask = key_mask(valid_lens, scores.size(-1), scores.dim())
     lowest = torch.finfo(scores.dtype).min
     weights = torch.softmax(scores.masked_fill(~mask, lowest), dim=-1)
     # Multiplying by the mask makes masked weights exactly 0, and turns the uniform

@@ -1,0 +1,120 @@
+"""Scaled dot-product, multi-head and distance-based attention.
+
+Shapes: B batch, H heads, Tq queries, S keys, d model size, dh = d / H per head.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seq2seq.attention.base import Attention, GlobalAttention
+from seq2seq.attention.scores import DistanceScore, DotScore
+from seq2seq.masking import key_mask, masked_softmax
+
+
+class ScaledDotProductAttention(GlobalAttention):
+    """softmax(q k^T / sqrt(d)) v with dropout on the weights (Vaswani et al., 2017)."""
+
+    def __init__(self, query_size: int, key_size: int, dropout: float = 0.0) -> None:
+        score = DotScore(query_size, key_size, scale=1.0 / math.sqrt(key_size))
+        super().__init__(query_size, key_size, score, dropout)
+
+
+class DistanceAttention(GlobalAttention):
+    """softmax(-||q - k||^2 / 2) v: keys close to the query get the weight."""
+
+    def __init__(self, query_size: int, key_size: int, dropout: float = 0.0) -> None:
+        super().__init__(query_size, key_size, DistanceScore(query_size, key_size), dropout)
+
+
+class MultiHeadAttention(Attention):
+    """H scaled dot-product heads over learned projections, and an output projection.
+
+    ``prepare`` projects keys and values once: [B, S, Dk] -> [B, H, S, dh]. With
+    ``position_bias`` every head learns one bias per key position (up to
+    ``max_positions``), so a head can attend to a fixed position whatever its content.
+    ``attend(..., need_weights=False)`` takes PyTorch's fused scaled_dot_product_attention
+    and returns ``None`` for the weights; the outputs are the same.
+    """
+
+    def __init__(
+        self,
+        query_size: int,
+        key_size: int,
+        num_heads: int = 4,
+        model_size: int | None = None,
+        value_size: int | None = None,
+        dropout: float = 0.0,
+        position_bias: bool = False,
+        max_positions: int = 256,
+    ) -> None:
+        super().__init__(query_size, key_size)
+        d = model_size or query_size
+        if d % num_heads:
+            raise ValueError(f"model_size {d} is not divisible by num_heads {num_heads}")
+        self.num_heads, self.head_size, self.model_size = num_heads, d // num_heads, d
+        self.q_proj = nn.Linear(query_size, d)
+        self.k_proj = nn.Linear(key_size, d)
+        self.v_proj = nn.Linear(value_size or key_size, d)
+        self.out_proj = nn.Linear(d, d)
+        self.dropout = dropout
+        self.position_bias = (
+            nn.Parameter(torch.zeros(num_heads, max_positions)) if position_bias else None
+        )
+
+    def context_size(self, value_size: int) -> int:
+        return self.model_size
+
+    def _split(self, x: Tensor) -> Tensor:
+        """[B, T, d] -> [B, H, T, dh]."""
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_size).transpose(1, 2)
+
+    def prepare(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        return self._split(self.k_proj(keys)), self._split(self.v_proj(values))
+
+    def _bias(self, keys: int) -> Tensor | None:
+        """The learned per-position bias [H, 1, S] for S keys, or None."""
+        if self.position_bias is None:
+            return None
+        if keys > self.position_bias.size(1):
+            raise ValueError(
+                f"{keys} keys but the position bias covers {self.position_bias.size(1)}: "
+                "raise max_positions"
+            )
+        return self.position_bias[:, None, :keys]
+
+    def attend(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None,
+        query_pos: Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        B, Tq, _ = queries.shape
+        q = self._split(self.q_proj(queries))  # [B, H, Tq, dh]
+        bias = self._bias(keys.size(2))
+        dropout = self.dropout if self.training else 0.0
+        if need_weights:
+            scores = q @ keys.transpose(-1, -2) / math.sqrt(self.head_size)  # [B, H, Tq, S]
+            if bias is not None:
+                scores = scores + bias
+            weights = masked_softmax(scores, valid_lens)
+            context = F.dropout(weights, dropout, self.training) @ values  # [B, H, Tq, dh]
+        else:
+            mask = None if valid_lens is None else key_mask(valid_lens, keys.size(2), q.dim())
+            if bias is not None:
+                additive = bias.to(q.dtype).expand(B, -1, Tq, -1)
+                mask = additive if mask is None else additive.masked_fill(~mask, float("-inf"))
+            context = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, dropout_p=dropout
+            )
+            weights = None
+        merged = context.transpose(1, 2).reshape(B, Tq, self.model_size)
+        return self.out_proj(merged), weights
