@@ -97,12 +97,18 @@ class EncoderDecoder(nn.Module, ABC):
         """prev_tokens: [B] -> (log-probabilities [B, V], next state, attention [B, *heads, S])."""
 
     @abstractmethod
-    def decode(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+    def decode(
+        self, memory: Memory, tgt_in: Tensor, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing.
 
         tgt_in: [B, T] (BOS first) -> (logits [B, T, V], attn [B, *heads, T, S]).
+        With ``need_weights=False`` a model may skip the attention maps (and return None)
+        to take a faster path; the logits are the same.
         """
 
-    def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, src: Tensor, src_lens: Tensor, tgt_in: Tensor, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
         """src [B, S], src_lens [B], tgt_in [B, T] -> (logits [B, T, V], attn [B, *heads, T, S])."""
-        return self.decode(self.encode(src, src_lens), tgt_in)
+        return self.decode(self.encode(src, src_lens), tgt_in, need_weights)

@@ -303,5 +303,7 @@ class RNNSeq2Seq(EncoderDecoder):
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
         return self.decoder.step(prev_tokens, state)
 
-    def decode(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
-        return self.decoder(memory, tgt_in)
+    def decode(
+        self, memory: Memory, tgt_in: Tensor, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor]:
+        return self.decoder(memory, tgt_in)  # the weights come free with every step

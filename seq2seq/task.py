@@ -106,7 +106,7 @@ class TranslationTask(pl.LightningModule):
 
     # -- the shared step ---------------------------------------------------------------
     def _loss(self, batch: Batch, stage: str) -> Tensor:
-        logits, _ = self.model(batch.src, batch.src_lens, batch.tgt_in)
+        logits, _ = self.model(batch.src, batch.src_lens, batch.tgt_in, need_weights=False)
         loss, nll, n_tokens = label_smoothed_nll(
             logits, batch.tgt_out, batch.tgt_lens, self.label_smoothing
         )

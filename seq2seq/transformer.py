@@ -1,0 +1,248 @@
+"""The Transformer (Vaswani et al., 2017) on the encoder-decoder contract.
+
+Built from the project's own ``MultiHeadAttention`` so that every layer's and head's
+cross-attention can be returned: ``forward`` gives attention [B, L, H, T, S] and ``step``
+[B, L, H, S]. Decoding step by step keeps a key/value cache per layer, so beam search
+is the one in ``search.py``. Shapes: B batch, S source, T target, d model size,
+H heads, dh = d / H, L decoder layers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from seq2seq.attention import MultiHeadAttention
+from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec
+
+NormPlacement = Literal["pre", "post"]
+KV = tuple[Tensor, Tensor]  # projected keys and values, each [B, H, S, dh]
+
+
+def sinusoidal_table(length: int, dim: int) -> Tensor:
+    """P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(i / 10000^(2j/d)). [length, dim]."""
+    positions = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # [N, 1]
+    rates = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # [ceil(d/2)]
+    angles = positions * rates  # [N, ceil(d/2)]
+    table = torch.zeros(length, dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles[:, : dim // 2])
+    return table.float()
+
+
+class PositionalEncoding(nn.Module):
+    """Scale embeddings by sqrt(d), add the sinusoid of each position, apply dropout.
+
+    The table has no fixed maximum: it is extended when a longer input arrives.
+    """
+
+    def __init__(self, dim: int, dropout: float, initial_length: int = 256) -> None:
+        super().__init__()
+        self.dim = dim
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("table", sinusoidal_table(initial_length, dim), persistent=False)
+
+    def forward(self, embedded: Tensor, offset: int = 0) -> Tensor:
+        """embedded [B, T, d] at positions offset..offset+T-1 -> [B, T, d]."""
+        end = offset + embedded.size(1)
+        if end > self.table.size(0):
+            self.table = sinusoidal_table(max(end, 2 * self.table.size(0)), self.dim).to(
+                self.table.device
+            )
+        positions = self.table[offset:end].to(embedded.dtype)
+        return self.dropout(embedded * math.sqrt(self.dim) + positions)
+
+
+class FeedForward(nn.Sequential):
+    """Position-wise Linear(d, ff) -> ReLU -> dropout -> Linear(ff, d)."""
+
+    def __init__(self, dim: int, ff_size: int, dropout: float) -> None:
+        super().__init__(
+            nn.Linear(dim, ff_size), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_size, dim)
+        )
+
+
+class Sublayer(nn.Module):
+    """A residual connection around a sublayer, with layer norm before (pre) or after (post)."""
+
+    def __init__(self, dim: int, dropout: float, norm: NormPlacement) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.dropout = nn.Dropout(dropout)
+        self.pre = norm == "pre"
+
+    def inputs(self, x: Tensor) -> Tensor:
+        return self.norm(x) if self.pre else x
+
+    def output(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        y = x + self.dropout(sublayer_out)
+        return y if self.pre else self.norm(y)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention over the valid source positions, then the feed-forward network."""
+
+    def __init__(self, dim: int, heads: int, ff_size: int, dropout: float, norm: NormPlacement):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout)
+        self.feed_forward = FeedForward(dim, ff_size, dropout)
+        self.attn_block = Sublayer(dim, dropout, norm)
+        self.ff_block = Sublayer(dim, dropout, norm)
+
+    def forward(self, x: Tensor, src_lens: Tensor) -> Tensor:
+        """x [B, S, d] -> [B, S, d]."""
+        h = self.attn_block.inputs(x)
+        keys, values = self.self_attn.prepare(h, h)
+        attended, _ = self.self_attn.attend(h, keys, values, src_lens, need_weights=False)
+        x = self.attn_block.output(x, attended)
+        return self.ff_block.output(x, self.feed_forward(self.ff_block.inputs(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over the memory, feed-forward network."""
+
+    def __init__(self, dim: int, heads: int, ff_size: int, dropout: float, norm: NormPlacement):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout)
+        self.feed_forward = FeedForward(dim, ff_size, dropout)
+        self.self_block = Sublayer(dim, dropout, norm)
+        self.cross_block = Sublayer(dim, dropout, norm)
+        self.ff_block = Sublayer(dim, dropout, norm)
+
+    def forward(
+        self,
+        x: Tensor,
+        cache: KV | None,
+        self_lens: Tensor | None,
+        cross_kv: KV,
+        src_lens: Tensor,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None, KV]:
+        """x [B, T, d] at the positions after ``cache`` (earlier keys/values [B, H, t, dh]).
+
+        self_lens: [B, T] causal valid lengths, or None when every key is visible.
+        Returns (x [B, T, d], cross-attention [B, H, T, S] or None, keys/values so far).
+        """
+        h = self.self_block.inputs(x)
+        keys, values = self.self_attn.prepare(h, h)  # [B, H, T, dh]
+        if cache is not None:
+            keys, values = torch.cat([cache[0], keys], dim=2), torch.cat([cache[1], values], dim=2)
+        attended, _ = self.self_attn.attend(h, keys, values, self_lens, need_weights=False)
+        x = self.self_block.output(x, attended)
+        h = self.cross_block.inputs(x)
+        attended, weights = self.cross_attn.attend(
+            h, *cross_kv, src_lens, need_weights=need_weights
+        )
+        x = self.cross_block.output(x, attended)
+        x = self.ff_block.output(x, self.feed_forward(self.ff_block.inputs(x)))
+        return x, weights, (keys, values)
+
+
+@dataclass
+class TransformerState(State):
+    """Per-layer cross keys/values [B, H, S, dh] and self-attention caches [B, H, t, dh]."""
+
+    cross: list[KV]
+    cache: list[KV]
+    src_lens: Tensor  # [B]
+    position: int  # target position of the next step
+
+
+class Transformer(EncoderDecoder):
+    """Encoder and decoder stacks with sinusoidal positions and tied embeddings.
+
+    With a joint vocabulary (``vocab.joint``) the source embedding, the target embedding
+    and the output projection share one matrix; otherwise the target embedding and the
+    output projection do (``tie_embeddings``).
+    """
+
+    def __init__(
+        self,
+        vocab: VocabSpec,
+        model_size: int = 256,
+        num_heads: int = 4,
+        ff_size: int = 1024,
+        encoder_layers: int = 3,
+        decoder_layers: int = 3,
+        dropout: float = 0.1,
+        norm: NormPlacement = "pre",
+        tie_embeddings: bool = True,
+    ) -> None:
+        super().__init__(vocab)
+        d = model_size
+        self.tgt_embed = nn.Embedding(vocab.tgt_size, d, padding_idx=vocab.pad_id)
+        share_source = tie_embeddings and vocab.joint
+        self.src_embed = (
+            self.tgt_embed
+            if share_source
+            else nn.Embedding(vocab.src_size, d, padding_idx=vocab.pad_id)
+        )
+        self.positions = PositionalEncoding(d, dropout)
+        layer_args = (d, num_heads, ff_size, dropout, norm)
+        self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(decoder_layers))
+        # Pre-norm stacks end with a layer norm; post-norm layers already end with one.
+        self.encoder_norm = nn.LayerNorm(d) if norm == "pre" else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d) if norm == "pre" else nn.Identity()
+        self.output = nn.Linear(d, vocab.tgt_size, bias=not tie_embeddings)
+        self._init_weights(d)
+        if tie_embeddings:
+            self.output.weight = self.tgt_embed.weight
+
+    def _init_weights(self, d: int) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        for embedding in {self.src_embed, self.tgt_embed}:
+            nn.init.normal_(embedding.weight, std=d**-0.5)  # unit variance after the sqrt(d)
+            nn.init.zeros_(embedding.weight[self.vocab.pad_id])
+
+    def encode(self, src: Tensor, src_lens: Tensor) -> Memory:
+        x = self.positions(self.src_embed(src))  # [B, S, d]
+        for layer in self.encoder:
+            x = layer(x, src_lens)
+        return Memory(states=self.encoder_norm(x), lens=src_lens)
+
+    def _cross_kv(self, memory: Memory) -> list[KV]:
+        return [layer.cross_attn.prepare(memory.states, memory.states) for layer in self.decoder]
+
+    def decode(
+        self, memory: Memory, tgt_in: Tensor, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
+        B, T = tgt_in.shape
+        causal = torch.arange(1, T + 1, device=tgt_in.device).expand(B, T)  # [B, T]
+        x = self.positions(self.tgt_embed(tgt_in))
+        weights = []
+        for layer, cross_kv in zip(self.decoder, self._cross_kv(memory), strict=True):
+            x, layer_weights, _ = layer(x, None, causal, cross_kv, memory.lens, need_weights)
+            weights.append(layer_weights)
+        logits = self.output(self.decoder_norm(x))  # [B, T, V]
+        return logits, torch.stack(weights, dim=1) if need_weights else None  # [B, L, H, T, S]
+
+    def start(self, memory: Memory) -> TransformerState:
+        B, H = memory.states.size(0), self.decoder[0].self_attn.num_heads
+        empty = memory.states.new_zeros(B, H, 0, self.decoder[0].self_attn.head_size)
+        cache = [(empty, empty) for _ in self.decoder]
+        return TransformerState(self._cross_kv(memory), cache, memory.lens, position=0)
+
+    def step(
+        self, prev_tokens: Tensor, state: TransformerState
+    ) -> tuple[Tensor, TransformerState, Tensor]:
+        x = self.positions(self.tgt_embed(prev_tokens.unsqueeze(1)), offset=state.position)
+        cache, weights = [], []
+        for layer, cross_kv, layer_cache in zip(
+            self.decoder, state.cross, state.cache, strict=True
+        ):
+            x, layer_weights, kv = layer(x, layer_cache, None, cross_kv, state.src_lens, True)
+            cache.append(kv)
+            weights.append(layer_weights.squeeze(2))  # [B, H, S]
+        logprobs = torch.log_softmax(self.output(self.decoder_norm(x)).squeeze(1), dim=-1)
+        next_state = TransformerState(state.cross, cache, state.src_lens, state.position + 1)
+        return logprobs, next_state, torch.stack(weights, dim=1)  # [B, L, H, S]
