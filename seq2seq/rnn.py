@@ -280,6 +280,7 @@ class RNNSeq2Seq(EncoderDecoder):
             cell,
             bidirectional,
             dropout,
+            encoder_output,
         )
         self.decoder = _DECODERS[style](
             vocab.tgt_size,
