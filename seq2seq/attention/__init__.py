@@ -7,12 +7,16 @@ from seq2seq.attention.dot_product import (
     MultiHeadAttention,
     ScaledDotProductAttention,
 )
+from seq2seq.attention.luong import LocalAttention, LocationAttention, LuongAttention
 
 __all__ = [
     "AdditiveAttention",
     "Attention",
     "DistanceAttention",
     "GlobalAttention",
+    "LocalAttention",
+    "LocationAttention",
+    "LuongAttention",
     "MultiHeadAttention",
     "ScaledDotProductAttention",
 ]
