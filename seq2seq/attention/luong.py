@@ -61,10 +61,13 @@ def per_query(lengths: Tensor, queries: int) -> Tensor:
 
 
 def gather_window(x: Tensor, index: Tensor) -> Tensor:
-    """x [B, S, P] at index [B, Tq, W] (positions in [0, S)) -> [B, Tq, W, P]."""
-    B, Tq, W = index.shape
-    flat = index.reshape(B, Tq * W, 1).expand(-1, -1, x.size(-1))
-    return x.gather(1, flat).view(B, Tq, W, x.size(-1))
+    """x [B, S, P] at index [B, Tq, W] (positions in [0, S)) -> [B, Tq, W, P].
+
+    Whole rows are picked from x viewed as [B * S, P] (``index_select``), which copies
+    each row in one go; ``torch.gather`` with an index expanded over P is ~10x slower."""
+    B, S, P = x.shape
+    rows = index + torch.arange(B, device=index.device).view(B, 1, 1) * S  # [B, Tq, W]
+    return x.reshape(B * S, P).index_select(0, rows.flatten()).view(*index.shape, P)
 
 
 class LuongAttention(GlobalAttention):
