@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
 from seq2seq.data import Batch
-from seq2seq.masking import sequence_mask
+from seq2seq.loss import label_smoothed_nll
 from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.search import translate_batch
@@ -34,23 +34,6 @@ def batch_sentences(batch: Batch) -> int:
 def batch_target_tokens(batch: Batch) -> int:
     """Real (unpadded) target tokens in a batch, EOS included: what tokens/s counts."""
     return int(batch.tgt_lens.sum())
-
-
-def label_smoothed_nll(
-    logits: Tensor, target: Tensor, lengths: Tensor, smoothing: float
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Summed losses over the valid target positions.
-
-    logits [B, T, V], target [B, T], lengths [B] -> (smoothed loss, nll, number of tokens).
-    The smoothed loss spreads ``smoothing`` uniformly over the vocabulary, as
-    ``torch.nn.functional.cross_entropy(label_smoothing=...)`` does.
-    """
-    mask = sequence_mask(lengths, target.size(1))  # [B, T]
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    nll = -logprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # [B, T]
-    uniform = -logprobs.mean(dim=-1)  # [B, T]
-    loss = (1.0 - smoothing) * nll + smoothing * uniform
-    return loss[mask].sum(), nll[mask].sum(), mask.sum()
 
 
 def warmup_then_decay(

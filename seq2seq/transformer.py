@@ -58,12 +58,21 @@ class PositionalEncoding(nn.Module):
 
 
 class FeedForward(nn.Sequential):
-    """Position-wise Linear(d, ff) -> ReLU -> dropout -> Linear(ff, d)."""
+    """Position-wise Linear(d, ff) -> ReLU [-> dropout] -> Linear(ff, d)."""
 
-    def __init__(self, dim: int, ff_size: int, dropout: float) -> None:
-        super().__init__(
-            nn.Linear(dim, ff_size), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_size, dim)
-        )
+    def __init__(self, dim: int, ff_size: int, activation_dropout: float) -> None:
+        inner = [nn.Dropout(activation_dropout)] if activation_dropout else []
+        super().__init__(nn.Linear(dim, ff_size), nn.ReLU(), *inner, nn.Linear(ff_size, dim))
+
+
+@dataclass(frozen=True)
+class Dropouts:
+    """Residual/embedding dropout (Vaswani et al.'s P_drop), and the optional extras on the
+    attention weights and inside the feed-forward network (0 in the paper)."""
+
+    residual: float = 0.1
+    attention: float = 0.0
+    activation: float = 0.0
 
 
 class Sublayer(nn.Module):
@@ -86,12 +95,14 @@ class Sublayer(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention over the valid source positions, then the feed-forward network."""
 
-    def __init__(self, dim: int, heads: int, ff_size: int, dropout: float, norm: NormPlacement):
+    def __init__(
+        self, dim: int, heads: int, ff_size: int, dropout: Dropouts, norm: NormPlacement, sdpa: bool
+    ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout)
-        self.feed_forward = FeedForward(dim, ff_size, dropout)
-        self.attn_block = Sublayer(dim, dropout, norm)
-        self.ff_block = Sublayer(dim, dropout, norm)
+        self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout.attention, sdpa=sdpa)
+        self.feed_forward = FeedForward(dim, ff_size, dropout.activation)
+        self.attn_block = Sublayer(dim, dropout.residual, norm)
+        self.ff_block = Sublayer(dim, dropout.residual, norm)
 
     def forward(self, x: Tensor, src_lens: Tensor) -> Tensor:
         """x [B, S, d] -> [B, S, d]."""
@@ -105,14 +116,16 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the memory, feed-forward network."""
 
-    def __init__(self, dim: int, heads: int, ff_size: int, dropout: float, norm: NormPlacement):
+    def __init__(
+        self, dim: int, heads: int, ff_size: int, dropout: Dropouts, norm: NormPlacement, sdpa: bool
+    ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout)
-        self.cross_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout)
-        self.feed_forward = FeedForward(dim, ff_size, dropout)
-        self.self_block = Sublayer(dim, dropout, norm)
-        self.cross_block = Sublayer(dim, dropout, norm)
-        self.ff_block = Sublayer(dim, dropout, norm)
+        self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout.attention, sdpa=sdpa)
+        self.cross_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout.attention, sdpa=sdpa)
+        self.feed_forward = FeedForward(dim, ff_size, dropout.activation)
+        self.self_block = Sublayer(dim, dropout.residual, norm)
+        self.cross_block = Sublayer(dim, dropout.residual, norm)
+        self.ff_block = Sublayer(dim, dropout.residual, norm)
 
     def forward(
         self,
@@ -158,7 +171,10 @@ class Transformer(EncoderDecoder):
 
     With a joint vocabulary (``vocab.joint``) the source embedding, the target embedding
     and the output projection share one matrix; otherwise the target embedding and the
-    output projection do (``tie_embeddings``).
+    output projection do (``tie_embeddings``). ``dropout`` applies to embeddings and
+    sublayer outputs; ``attention_dropout`` and ``activation_dropout`` (attention weights,
+    inside the feed-forward network) are off by default, as in the paper. ``sdpa`` routes
+    attention that needs no weights through PyTorch's fused kernel (see MultiHeadAttention).
     """
 
     def __init__(
@@ -170,8 +186,11 @@ class Transformer(EncoderDecoder):
         encoder_layers: int = 3,
         decoder_layers: int = 3,
         dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
         norm: NormPlacement = "pre",
         tie_embeddings: bool = True,
+        sdpa: bool = False,
     ) -> None:
         super().__init__(vocab)
         d = model_size
@@ -183,7 +202,8 @@ class Transformer(EncoderDecoder):
             else nn.Embedding(vocab.src_size, d, padding_idx=vocab.pad_id)
         )
         self.positions = PositionalEncoding(d, dropout)
-        layer_args = (d, num_heads, ff_size, dropout, norm)
+        dropouts = Dropouts(dropout, attention_dropout, activation_dropout)
+        layer_args = (d, num_heads, ff_size, dropouts, norm, sdpa)
         self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(decoder_layers))
         # Pre-norm stacks end with a layer norm; post-norm layers already end with one.

@@ -94,13 +94,17 @@ def test_cached_steps_equal_teacher_forcing(norm):
         assert torch.allclose(step_attn, attn[:, :, :, t], atol=1e-6)
 
 
-def test_fast_path_equals_explicit_path():
-    model = make_model()
+@pytest.mark.parametrize("sdpa", [False, True])
+def test_fast_path_equals_explicit_path(sdpa):
+    model = make_model(sdpa=sdpa)
     src, src_lens, tgt_in = batch()
     explicit, attn = model(src, src_lens, tgt_in, need_weights=True)
     fast, none = model(src, src_lens, tgt_in, need_weights=False)
-    assert none is None
+    assert none is None and attn is not None
     assert torch.allclose(explicit, fast, atol=1e-5)
+    reference = make_model(sdpa=not sdpa)
+    other, _ = reference(src, src_lens, tgt_in, need_weights=False)
+    assert torch.allclose(fast, other, atol=1e-5)
 
 
 def test_cross_attention_ignores_source_padding():

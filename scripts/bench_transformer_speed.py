@@ -1,0 +1,152 @@
+"""Training tokens/s: seq2seq's Transformer vs a plain torch.nn.Transformer, side by side.
+
+Both models have the reference size (3+3 layers, d 256, 4 heads, ff 1024, pre-norm,
+tied embeddings over a joint 8k vocabulary), see the same Multi30k batches in the same
+order, and take full training steps (forward, label-smoothed loss, backward, clipping,
+AdamW). Rounds alternate A B A B; the report gives the median target tokens/s of each
+and their ratio.
+
+    python scripts/bench_transformer_speed.py --data data/multi30k --steps 20 --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seq2seq.data import Batch, TranslationDataModule
+from seq2seq.loss import label_smoothed_nll
+from seq2seq.masking import sequence_mask
+from seq2seq.model import VocabSpec
+from seq2seq.transformer import Transformer, sinusoidal_table
+
+SIZE = dict(model_size=256, num_heads=4, ff_size=1024, encoder_layers=3, decoder_layers=3)
+
+
+class PlainTransformer(nn.Module):
+    """The baseline: torch.nn.Transformer with embeddings, sinusoids and a tied output."""
+
+    def __init__(self, vocab: VocabSpec, dropout: float = 0.1) -> None:
+        super().__init__()
+        d = SIZE["model_size"]
+        self.embed = nn.Embedding(vocab.tgt_size, d, padding_idx=vocab.pad_id)
+        self.register_buffer("positions", sinusoidal_table(512, d), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+        self.core = nn.Transformer(
+            d, SIZE["num_heads"], SIZE["encoder_layers"], SIZE["decoder_layers"],
+            SIZE["ff_size"], dropout, batch_first=True, norm_first=True,
+        )  # fmt: skip
+        self.output = nn.Linear(d, vocab.tgt_size, bias=False)
+        self.output.weight = self.embed.weight
+
+    def _embed(self, ids: Tensor) -> Tensor:
+        d = self.embed.embedding_dim
+        return self.dropout(self.embed(ids) * math.sqrt(d) + self.positions[: ids.size(1)])
+
+    def forward(self, src: Tensor, src_lens: Tensor, tgt_in: Tensor) -> Tensor:
+        src_pad = ~sequence_mask(src_lens, src.size(1))
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), dtype=torch.bool)
+        hidden = self.core(
+            self._embed(src), self._embed(tgt_in), tgt_mask=causal, tgt_is_causal=True,
+            src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad,
+        )  # fmt: skip
+        return self.output(hidden)
+
+
+def plain_loss(model: PlainTransformer, batch: Batch, bf16: bool) -> Tensor:
+    """The stock PyTorch way: padding ignored by id, cross_entropy's own label smoothing."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(batch.src, batch.src_lens, batch.tgt_in)
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=0, label_smoothing=0.1
+    )
+
+
+def ours_loss(model: Transformer, batch: Batch, bf16: bool) -> Tensor:
+    """What TranslationTask does: the fused loss over the valid lengths."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits, _ = model(batch.src, batch.src_lens, batch.tgt_in, need_weights=False)
+    loss, _, n = label_smoothed_nll(logits, batch.tgt_out, batch.tgt_lens, 0.1)
+    return loss / n
+
+
+def train_steps(
+    model: nn.Module,
+    loss_of: Callable[[nn.Module, Batch, bool], Tensor],
+    optimizer: torch.optim.Optimizer,
+    batches: list[Batch],
+    bf16: bool,
+) -> float:
+    """Run one training step per batch; return target tokens per second."""
+    model.train()
+    tokens = 0
+    start = time.perf_counter()
+    for batch in batches:
+        loss_of(model, batch, bf16).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        tokens += int(batch.tgt_lens.sum())
+    return tokens / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="data/multi30k")
+    parser.add_argument("--max-tokens", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=20, help="batches per round")
+    parser.add_argument("--rounds", type=int, default=4, help="A B rounds (after one warm-up)")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="bf16")
+    parser.add_argument("--out", default="runs/bench/transformer-speed.json")
+    args = parser.parse_args()
+
+    torch.manual_seed(1)
+    data = TranslationDataModule(
+        args.data, "en", "de", test_split="test_2016_flickr", max_tokens=args.max_tokens
+    )
+    data.setup("fit")
+    loader = iter(data.train_dataloader())
+    batches = [next(loader) for _ in range(args.steps)]
+    vocab = data.vocab.spec
+    bf16 = args.precision == "bf16"
+    contenders = {
+        "seq2seq Transformer": (Transformer(vocab, **SIZE), ours_loss),
+        "torch.nn.Transformer": (PlainTransformer(vocab), plain_loss),
+    }
+    optimizers = {
+        name: torch.optim.AdamW(model.parameters(), lr=1e-4)
+        for name, (model, _) in contenders.items()
+    }
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    for round_ in range(args.rounds + 1):
+        for name, (model, loss_of) in contenders.items():
+            rate = train_steps(model, loss_of, optimizers[name], batches, bf16)
+            if round_:  # round 0 warms up allocators and caches
+                rates[name].append(rate)
+            print(f"round {round_} {name:22s} {rate:8.0f} target tok/s", flush=True)
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    ours, plain = medians["seq2seq Transformer"], medians["torch.nn.Transformer"]
+    report = {
+        "precision": args.precision,
+        "max_tokens": args.max_tokens,
+        "threads": torch.get_num_threads(),
+        "median_target_tokens_per_s": medians,
+        "ratio": ours / plain,
+        "rounds": rates,
+    }
+    print(json.dumps(report, indent=2))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
