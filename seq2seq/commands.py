@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from seq2seq.alignment import EOS_LABEL, plot_attention
+from seq2seq.averaging import average_checkpoints, save_atomically
 from seq2seq.checkpoint import load_trained
 from seq2seq.corpus import write_corpus
 from seq2seq.data import read_lines
@@ -92,8 +93,10 @@ def attention(args: argparse.Namespace) -> None:
             continue
         src_pieces = trained.vocab.src.pieces(translation.source) + [EOS_LABEL]
         tgt_pieces = trained.vocab.tgt.id_to_piece(hyp.tokens) + [EOS_LABEL]
+        # [T, *heads, S]: layers and heads averaged into one map (per-head grids: issue 5)
+        weights = hyp.attention.flatten(1, -2).mean(1) if hyp.attention.dim() > 2 else hyp.attention
         path = plot_attention(
-            hyp.attention,
+            weights,
             src_pieces,
             tgt_pieces,
             out / f"attention_{i:04d}.png",
@@ -109,6 +112,11 @@ def corpus(args: argparse.Namespace) -> None:
     )
     for path in paths.values():
         print(path)
+
+
+def average(args: argparse.Namespace) -> None:
+    """Average the weights of several checkpoints into one (e.g. the last five epochs)."""
+    print(save_atomically(average_checkpoints(args.ckpts), args.out))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=20, help="draw at most this many sentences")
     p.set_defaults(run=attention)
 
+    p = commands.add_parser("average", help=average.__doc__, description=average.__doc__)
+    p.add_argument("--ckpts", nargs="+", required=True, help="checkpoints to average")
+    p.add_argument("--out", required=True, help="where to write the averaged checkpoint")
+    p.set_defaults(run=average)
+
     p = commands.add_parser("corpus", help=corpus.__doc__, description=corpus.__doc__)
     p.add_argument("--out", required=True, help="folder to write {split}.{lang} files into")
     p.add_argument("--seed", type=int, default=1)
@@ -148,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"translate", "evaluate", "attention", "corpus"}
+COMMANDS = {"translate", "evaluate", "attention", "average", "corpus"}
 
 
 def run_command(args: list[str]) -> None:

@@ -170,6 +170,51 @@ def test_reloaded_checkpoint_translates_like_the_trained_model(trained_run, tmp_
     assert [t.text for t in translate_lines(reloaded, sources, search)] == expected
 
 
+def test_average_is_the_mean_of_the_weights_and_translates(trained_run, tmp_path, capsys):
+    ckpts = sorted((trained_run["root"] / "run/checkpoints").glob("*.ckpt"))[:2]
+    assert len(ckpts) == 2
+    out = tmp_path / "avg.ckpt"
+    main(["average", "--ckpts", *map(str, ckpts), "--out", str(out)])
+    loaded = [torch.load(p, weights_only=True)["state_dict"] for p in [*ckpts, out]]
+    for key, value in loaded[2].items():
+        if value.is_floating_point():
+            assert torch.allclose(value, (loaded[0][key] + loaded[1][key]) / 2, atol=1e-6)
+    sources = (trained_run["corpus"] / "test.en").read_text().splitlines()[:3]
+    translations = translate_lines(load_trained(out), sources, SearchSettings(beam_size=2))
+    assert len(translations) == 3
+
+
+def test_transformer_fits_translates_and_draws_attention(trained_run, tmp_path, capsys):
+    config = tiny_config(tmp_path, trained_run["corpus"])
+    config["trainer"]["max_epochs"] = 1
+    config["model"]["model"] = {
+        "class_path": "seq2seq.transformer.Transformer",
+        "init_args": {
+            "model_size": 16, "num_heads": 2, "ff_size": 32, "encoder_layers": 1,
+            "decoder_layers": 1,
+        },
+    }  # fmt: skip
+    main(["fit", "--config", str(write_config(tmp_path / "t.yaml", config))])
+    ckpt = tmp_path / "run/checkpoints/last.ckpt"
+    src = trained_run["corpus"] / "test.en"
+    main(["translate", "--ckpt", str(ckpt), "--input", str(src), "--beam", "2"])
+    assert len(capsys.readouterr().out.splitlines()) == SIZES["test"]
+    main(
+        [
+            "attention",
+            "--ckpt",
+            str(ckpt),
+            "--src",
+            str(src),
+            "--limit",
+            "1",
+            "--out",
+            str(tmp_path / "a"),
+        ]
+    )
+    assert len(list((tmp_path / "a").glob("*.png"))) == 1
+
+
 def test_unknown_config_key_is_an_error(trained_run):
     result = run_seq2seq("fit", "--config", str(trained_run["config"]), "--model.lrr", "0.1")
     assert result.returncode != 0
