@@ -164,8 +164,9 @@ class LocalAttention(Attention):
             if query_pos is None:
                 query_pos = torch.arange(Tq, device=queries.device).expand(B, Tq)
             return query_pos.float()
-        # float32: in bf16, p_t around 100 would only be known to within +-0.5
-        gate = torch.sigmoid(self.predictor(queries).squeeze(-1).float())  # [B, Tq]
+        # float32 even under autocast: bf16 would place p_t only to about +-0.5 near S = 100
+        with torch.autocast(queries.device.type, enabled=False):
+            gate = torch.sigmoid(self.predictor(queries.float()).squeeze(-1))  # [B, Tq]
         return per_query(lengths, Tq).float() * gate
 
     def window_positions(self, centres: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
