@@ -8,7 +8,7 @@ target + EOS. So a pair of ``m`` source and ``n`` target pieces costs
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 
 @dataclass
@@ -163,9 +163,14 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         # The sorted lengths, hence the cuts, do not depend on the tie-break.
         by_length = np.argsort(self.sampler.lengths, kind="stable").tolist()
         self._num_batches = len(cut_batches(by_length, self.sampler.lengths, max_tokens))
+        self._skip = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
+
+    def resume_at(self, batches_done: int) -> None:
+        """Make the next iteration start after the first ``batches_done`` batches of its epoch."""
+        self._skip = batches_done
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = cut_batches(list(self.sampler), self.sampler.lengths, self.max_tokens)
@@ -174,7 +179,48 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         total = len(self) * self.num_replicas
         if batches and total > len(batches):
             batches = (batches * math.ceil(total / len(batches)))[:total]
-        return iter(batches[self.rank :: self.num_replicas])
+        skip, self._skip = self._skip, 0
+        return iter(batches[self.rank :: self.num_replicas][skip:])
 
     def __len__(self) -> int:
         return math.ceil(self._num_batches / self.num_replicas)
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader over a ``TokenBucketBatchSampler`` that can stop mid-epoch and resume.
+
+    Lightning saves ``state_dict()`` in checkpoints and hands it back through
+    ``load_state_dict`` on resume; the epoch's order itself comes back from (seed, epoch).
+    Lightning does not prefetch from loaders with a length, so the count of batches
+    yielded is the count trained on. The loader draws its worker seed from a generator
+    of its own, so starting an epoch leaves the global RNG (dropout) untouched.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_sampler: TokenBucketBatchSampler,
+        collate_fn: Callable[[list[Any]], Any],
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__(
+            dataset,
+            batch_sampler=batch_sampler,
+            collate_fn=collate_fn,
+            num_workers=num_workers,
+            persistent_workers=num_workers > 0,
+            generator=torch.Generator(),
+        )
+        self._yielded = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        self._yielded = self.batch_sampler._skip
+        for batch in super().__iter__():
+            self._yielded += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"batches_done": self._yielded}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.batch_sampler.resume_at(state["batches_done"] % max(len(self), 1))

@@ -26,9 +26,15 @@ import numpy as np
 import pytorch_lightning as pl
 from datasets import Dataset
 from pytorch_lightning.utilities import rank_zero_only
-from torch.utils.data import DataLoader
 
-from seq2seq.batching import Batch, SourceBatch, TokenBucketBatchSampler, collate, source_batches
+from seq2seq.batching import (
+    Batch,
+    ResumableLoader,
+    SourceBatch,
+    TokenBucketBatchSampler,
+    collate,
+    source_batches,
+)
 from seq2seq.errors import DataError
 from seq2seq.sources import Pairs, read_lines, read_pairs
 from seq2seq.tokenizer import ModelType, Vocabulary, load_or_train_vocabulary, text_fingerprint
@@ -225,22 +231,22 @@ class TranslationDataModule(pl.LightningDataModule):
         return keep
 
     # -- loaders ---------------------------------------------------------------------
-    def _loader(self, split: str, max_tokens: int, shuffle: bool) -> DataLoader:
+    def _loader(self, split: str, max_tokens: int, shuffle: bool) -> ResumableLoader:
+        """Length-bucketed batches; the training loader can resume in the middle of an epoch."""
         rows, lengths = self.tokenised(split)
         spec = self.vocab.spec
-        return DataLoader(
+        return ResumableLoader(
             rows,
-            batch_sampler=TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed),
+            TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed),
             collate_fn=partial(collate, pad_id=spec.pad_id, bos_id=spec.bos_id, eos_id=spec.eos_id),
             num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
         )
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> ResumableLoader:
         return self._loader(self.train_split, self.max_tokens, shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> ResumableLoader:
         return self._loader(self.val_split, self.eval_max_tokens, shuffle=False)
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self) -> ResumableLoader:
         return self._loader(self.test_split, self.eval_max_tokens, shuffle=False)

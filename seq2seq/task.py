@@ -7,16 +7,18 @@ One shared step computes the loss for train/val/test; validation and test also d
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
 from seq2seq.data import Batch
+from seq2seq.errors import Seq2SeqError
 from seq2seq.loss import label_smoothed_nll
 from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.model import EncoderDecoder, VocabSpec
@@ -24,6 +26,10 @@ from seq2seq.search import translate_batch
 from seq2seq.tokenizer import Vocabulary
 
 CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the vocabulary and the run's config
+
+
+class NonFiniteLossError(Seq2SeqError):
+    """Training produced a NaN or infinite loss."""
 
 
 def batch_sentences(batch: Batch) -> int:
@@ -54,7 +60,10 @@ class TranslationTask(pl.LightningModule):
     """Training, validation and test of one ``EncoderDecoder``.
 
     ``model`` is built from the linked ``vocab`` (the data module's vocabulary), so
-    vocabulary sizes and special ids are never written in a config.
+    vocabulary sizes and special ids are never written in a config. A NaN or infinite
+    training loss stops training with an error naming the step, or with
+    ``nonfinite_loss="skip"`` skips the batch (counted in ``train_skipped_batches``).
+    Checkpoints carry the RNG states, so a resumed run draws the same dropout masks.
     """
 
     def __init__(
@@ -72,6 +81,7 @@ class TranslationTask(pl.LightningModule):
         length_penalty: float = 1.0,
         max_len_ratio: float = 1.5,
         max_len_offset: int = 10,
+        nonfinite_loss: Literal["stop", "skip"] = "stop",
     ) -> None:
         super().__init__()
         self.vocab = vocab
@@ -84,6 +94,8 @@ class TranslationTask(pl.LightningModule):
         self.max_len_ratio, self.max_len_offset = max_len_ratio, max_len_offset
         self.run_config: str | None = None  # the CLI's YAML config, saved into checkpoints
         self.flops_per_batch: int | None = None  # ThroughputMonitor asks; not measured
+        self.nonfinite_loss = nonfinite_loss
+        self.skipped_batches = 0
         self.token_nll = nn.ModuleDict({f"{s}_nll": MeanMetric() for s in ("train", "val", "test")})
         self._hypotheses: dict[int, str] = {}
 
@@ -107,8 +119,19 @@ class TranslationTask(pl.LightningModule):
         self.log(f"{stage}_ppl", math.exp(min(mean_nll, 50.0)))
         self.token_nll[f"{stage}_nll"].reset()
 
-    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
-        return self._loss(batch, "train")
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
+        loss = self._loss(batch, "train")
+        if torch.isfinite(loss):
+            return loss
+        where = f"step {self.global_step} (epoch {self.current_epoch}, batch {batch_idx})"
+        if self.nonfinite_loss == "stop":
+            raise NonFiniteLossError(
+                f"the training loss is {float(loss)} at {where}; lower the learning rate, "
+                "clip gradients, or set model.nonfinite_loss: skip"
+            )
+        self.skipped_batches += 1
+        rank_zero_warn(f"skipped a batch with a {float(loss)} loss at {where}")
+        return None  # Lightning skips the optimizer step
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._loss(batch, "val")
@@ -147,6 +170,7 @@ class TranslationTask(pl.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self._log_perplexity("train")
+        self.log("train_skipped_batches", float(self.skipped_batches))
 
     def _score(self, stage: str) -> None:
         datamodule = self.trainer.datamodule
@@ -177,4 +201,16 @@ class TranslationTask(pl.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint[CHECKPOINT_KEY] = {"vocab": self.vocab.to_state(), "config": self.run_config}
+        checkpoint[CHECKPOINT_KEY] = {
+            "vocab": self.vocab.to_state(),
+            "config": self.run_config,
+            "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
+            "skipped_batches": self.skipped_batches,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        stored = checkpoint.get(CHECKPOINT_KEY, {})
+        if "rng" in stored:  # resuming: continue the random streams where they stopped
+            torch.set_rng_state(stored["rng"]["torch"])
+            random.setstate(stored["rng"]["python"])
+        self.skipped_batches = stored.get("skipped_batches", 0)

@@ -1,0 +1,107 @@
+"""Resuming exactly: a run killed mid-epoch and resumed ends with the same weights."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from seq2seq.corpus import write_corpus
+
+EPOCHS = 3
+
+
+def config(root: Path, corpus: Path) -> Path:
+    settings = {
+        "seed_everything": 7,
+        "trainer": {
+            "accelerator": "cpu",
+            "devices": 1,
+            "max_epochs": EPOCHS,
+            "default_root_dir": str(root),
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "num_sanity_val_steps": 0,
+            "log_every_n_steps": 1,
+        },
+        "checkpoint": {
+            "dirpath": str(root / "checkpoints"),
+            "every_n_train_steps": 1,  # a fresh `last` after every step: kills land mid-epoch
+            "save_top_k": 0,
+        },
+        "model": {
+            "model": {
+                "class_path": "seq2seq.rnn.RNNSeq2Seq",
+                "init_args": {"embed_size": 16, "hidden_size": 16, "dropout": 0.3},
+            },
+            "lr": 0.003,
+            "warmup_steps": 5,
+        },
+        "data": {
+            "source": str(corpus),
+            "src_lang": "en",
+            "tgt_lang": "de",
+            "vocab_size": 400,
+            "max_piece_length": 7,
+            "max_tokens": 400,
+            "cache_dir": str(root.parent / "cache"),
+        },
+    }
+    path = root.with_suffix(".yaml")
+    path.write_text(yaml.safe_dump(settings))
+    return path
+
+
+def fit(cfg: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(cfg), *extra]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+
+
+def final_weights(root: Path) -> dict[str, torch.Tensor]:
+    return torch.load(root / "checkpoints/last.ckpt", weights_only=True)["state_dict"]
+
+
+def step_of(checkpoint: Path) -> int:
+    try:
+        return int(torch.load(checkpoint, weights_only=True)["global_step"])
+    except (FileNotFoundError, RuntimeError, EOFError):
+        return -1
+
+
+def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path):
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, seed=5, sizes={"train": 240, "val": 12, "test": 12})
+
+    straight = tmp_path / "straight"
+    run = fit(config(straight, corpus))
+    assert run.wait(timeout=300) == 0, run.stderr.read().decode()[-2000:]
+    total_steps = int(
+        torch.load(straight / "checkpoints/last.ckpt", weights_only=True)["global_step"]
+    )
+    steps_per_epoch = total_steps // EPOCHS
+
+    killed = tmp_path / "killed"
+    cfg = config(killed, corpus)
+    run = fit(cfg)
+    target = steps_per_epoch + steps_per_epoch // 2  # the middle of the second epoch
+    while step_of(killed / "checkpoints/last.ckpt") < target:
+        assert run.poll() is None, "training ended before it could be killed"
+        time.sleep(0.05)
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    stopped_at = step_of(killed / "checkpoints/last.ckpt")
+    assert 0 < stopped_at < total_steps and stopped_at % steps_per_epoch, "not mid-epoch"
+
+    resumed = fit(cfg, "--ckpt_path", "last")
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
+    expected, actual = final_weights(straight), final_weights(killed)
+    assert expected.keys() == actual.keys()
+    for key in expected:
+        assert torch.allclose(expected[key], actual[key], atol=1e-6), key
