@@ -24,6 +24,9 @@ def _add_search_options(parser: argparse.ArgumentParser, beam: int) -> None:
     parser.add_argument("--max-len-ratio", type=float, default=1.5, help="max output / source")
     parser.add_argument("--max-len-offset", type=int, default=10, help="added to the max length")
     parser.add_argument("--max-tokens", type=int, default=4096, help="token budget per batch")
+    parser.add_argument(
+        "--max-source-len", type=int, default=512, help="cut longer sources (with a warning)"
+    )
 
 
 def _search(args: argparse.Namespace, n_best: int = 1) -> SearchSettings:
@@ -43,7 +46,12 @@ def translate(args: argparse.Namespace) -> None:
         return
     trained = load_trained(args.ckpt)
     translations = translate_lines(
-        trained, lines, _search(args, args.n_best), args.max_tokens, progress=args.progress
+        trained,
+        lines,
+        _search(args, args.n_best),
+        args.max_tokens,
+        progress=args.progress,
+        max_source_len=args.max_source_len,
     )
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     try:
@@ -64,7 +72,10 @@ def evaluate(args: argparse.Namespace) -> None:
     if len(sources) != len(refs):
         raise DataError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(refs)}")
     trained = load_trained(args.ckpt)
-    translations = translate_lines(trained, sources, _search(args), args.max_tokens, progress=True)
+    translations = translate_lines(
+        trained, sources, _search(args), args.max_tokens, progress=True,
+        max_source_len=args.max_source_len,
+    )  # fmt: skip
     hyps = [t.text for t in translations]
     if args.output:
         Path(args.output).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
 from seq2seq.data import Batch
-from seq2seq.errors import Seq2SeqError
+from seq2seq.errors import CheckpointError, Seq2SeqError
 from seq2seq.loss import label_smoothed_nll
 from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.model import EncoderDecoder, VocabSpec
@@ -30,6 +30,12 @@ CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the vocabulary and the ru
 
 class NonFiniteLossError(Seq2SeqError):
     """Training produced a NaN or infinite loss."""
+
+
+def _sizes(spec: VocabSpec | None) -> str:
+    if spec is None:
+        return "none"
+    return f"{spec.src_size} pieces" if spec.joint else f"{spec.src_size}/{spec.tgt_size} pieces"
 
 
 def batch_sentences(batch: Batch) -> int:
@@ -210,6 +216,13 @@ class TranslationTask(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         stored = checkpoint.get(CHECKPOINT_KEY, {})
+        if stored.get("vocab") != self.vocab.to_state():
+            spec = Vocabulary.from_state(stored["vocab"]).spec if "vocab" in stored else None
+            raise CheckpointError(
+                "the checkpoint's vocabulary does not match the data's "
+                f"({_sizes(spec)} in the checkpoint, {_sizes(self.vocab.spec)} from the data): "
+                "use the data and SentencePiece settings it was trained with"
+            )
         if "rng" in stored:  # resuming: continue the random streams where they stopped
             torch.set_rng_state(stored["rng"]["torch"])
             random.setstate(stored["rng"]["python"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -11,6 +12,8 @@ from tqdm.auto import tqdm
 from seq2seq.checkpoint import Trained
 from seq2seq.data import source_batches
 from seq2seq.search import Hypothesis, translate_batch
+
+log = logging.getLogger("seq2seq")
 
 
 @dataclass
@@ -44,14 +47,26 @@ def translate_lines(
     max_tokens: int = 4096,
     return_attention: bool = False,
     progress: bool = False,
+    max_source_len: int = 512,
 ) -> list[Translation]:
-    """Translate ``lines`` in their order; blank lines give empty translations."""
+    """Translate ``lines`` in their order; blank lines give empty translations.
+
+    A line longer than ``max_source_len`` pieces is cut to that length, with a warning
+    naming the line: the output of one very long line would otherwise take minutes.
+    """
     vocab = trained.vocab
     results: list[Translation | None] = [None] * len(lines)
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
     for i in set(range(len(lines))) - set(nonblank):
         results[i] = Translation(lines[i], [""], [Hypothesis([], 0.0, 0.0)])
     src_ids = vocab.src.encode_batch([lines[i] for i in nonblank])
+    for position, ids in enumerate(src_ids):
+        if len(ids) > max_source_len:
+            log.warning(
+                "line %d has %d pieces: translating its first %d (raise --max-source-len)",
+                nonblank[position] + 1, len(ids), max_source_len,
+            )  # fmt: skip
+            src_ids[position] = ids[:max_source_len]
     bar = tqdm(total=len(nonblank), desc="translating", unit="sent", disable=not progress)
     with torch.inference_mode():
         for batch in source_batches(src_ids, max_tokens, vocab.spec.pad_id, vocab.spec.eos_id):

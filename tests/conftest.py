@@ -6,6 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from tiny_run import SIZES, tiny_config, write_config
+
+from seq2seq.cli import main
+from seq2seq.corpus import write_corpus
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -20,3 +24,19 @@ def multi30k_dir() -> Path:
     if not (path / "val.en.gz").exists():
         pytest.skip(f"Multi30k not found at {path} (set MULTI30K_DIR to run this test)")
     return path
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory) -> dict:
+    """`seq2seq fit` once on the tiny corpus; the tests below use its checkpoint."""
+    root = tmp_path_factory.mktemp("cli")
+    corpus = root / "corpus"
+    write_corpus(corpus, seed=3, sizes=SIZES)
+    config = write_config(root / "tiny.yaml", tiny_config(root, corpus))
+    main(["fit", "--config", str(config)])
+    return {
+        "root": root,
+        "corpus": corpus,
+        "config": config,
+        "ckpt": root / "run/checkpoints/last.ckpt",
+    }

@@ -6,11 +6,10 @@ import io
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 import torch
 import yaml
+from tiny_run import SIZES, tiny_config, write_config
 
 from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.cli import ConfigIntoCheckpoint, Seq2SeqCLI, main
@@ -18,64 +17,6 @@ from seq2seq.corpus import write_corpus
 from seq2seq.data import TranslationDataModule
 from seq2seq.task import TranslationTask
 from seq2seq.translator import SearchSettings, translate_lines
-
-SIZES = {"train": 400, "val": 24, "test": 24}
-
-
-def tiny_config(root: Path, corpus: Path) -> dict:
-    return {
-        "seed_everything": 1,
-        "trainer": {
-            "accelerator": "cpu",
-            "devices": 1,
-            "max_epochs": 2,
-            "default_root_dir": str(root / "run"),
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "num_sanity_val_steps": 0,
-            "log_every_n_steps": 5,
-        },
-        "checkpoint": {"dirpath": str(root / "run" / "checkpoints")},
-        "model": {
-            "model": {
-                "class_path": "seq2seq.rnn.RNNSeq2Seq",
-                "init_args": {"embed_size": 16, "hidden_size": 16, "dropout": 0.0},
-            },
-            "lr": 0.005,
-            "warmup_steps": 10,
-            "test_beam_size": 2,
-        },
-        "data": {
-            "source": str(corpus),
-            "src_lang": "en",
-            "tgt_lang": "de",
-            "vocab_size": 400,
-            "max_piece_length": 7,
-            "max_tokens": 800,
-            "cache_dir": str(root / "cache"),
-        },
-    }
-
-
-def write_config(path: Path, config: dict) -> Path:
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory) -> dict:
-    """`seq2seq fit` once on the tiny corpus; the tests below use its checkpoint."""
-    root = tmp_path_factory.mktemp("cli")
-    corpus = root / "corpus"
-    write_corpus(corpus, seed=3, sizes=SIZES)
-    config = write_config(root / "tiny.yaml", tiny_config(root, corpus))
-    main(["fit", "--config", str(config)])
-    return {
-        "root": root,
-        "corpus": corpus,
-        "config": config,
-        "ckpt": root / "run/checkpoints/last.ckpt",
-    }
 
 
 def run_seq2seq(*args: str, stdin: str = "") -> subprocess.CompletedProcess:

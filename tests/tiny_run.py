@@ -1,0 +1,49 @@
+"""A tiny corpus and config for end-to-end runs of the CLI in tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+SIZES = {"train": 400, "val": 24, "test": 24}
+
+
+def tiny_config(root: Path, corpus: Path) -> dict:
+    return {
+        "seed_everything": 1,
+        "trainer": {
+            "accelerator": "cpu",
+            "devices": 1,
+            "max_epochs": 2,
+            "default_root_dir": str(root / "run"),
+            "enable_progress_bar": False,
+            "enable_model_summary": False,
+            "num_sanity_val_steps": 0,
+            "log_every_n_steps": 5,
+        },
+        "checkpoint": {"dirpath": str(root / "run" / "checkpoints")},
+        "model": {
+            "model": {
+                "class_path": "seq2seq.rnn.RNNSeq2Seq",
+                "init_args": {"embed_size": 16, "hidden_size": 16, "dropout": 0.0},
+            },
+            "lr": 0.005,
+            "warmup_steps": 10,
+            "test_beam_size": 2,
+        },
+        "data": {
+            "source": str(corpus),
+            "src_lang": "en",
+            "tgt_lang": "de",
+            "vocab_size": 400,
+            "max_piece_length": 7,
+            "max_tokens": 800,
+            "cache_dir": str(root / "cache"),
+        },
+    }
+
+
+def write_config(path: Path, config: dict) -> Path:
+    path.write_text(yaml.safe_dump(config))
+    return path
