@@ -175,6 +175,12 @@ class TranslationDataModule(pl.LightningDataModule):
         return self.pairs(split).tgt
 
     # -- tokenised splits ------------------------------------------------------------
+    def prepare_data(self) -> None:
+        """Train the vocabulary and tokenise the training and validation splits into the
+        cache once, before the processes of a multi-device run each ``setup`` from it."""
+        for split in (self.train_split, self.val_split):
+            self.tokenised(split)
+
     def setup(self, stage: str) -> None:
         splits = {
             "fit": [self.train_split, self.val_split],

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
+import torch.distributed as dist
 from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
@@ -112,17 +113,23 @@ class TranslationTask(pl.LightningModule):
             logits, batch.tgt_out, batch.tgt_lens, self.label_smoothing
         )
         n = int(n_tokens)
-        on_step = stage == "train"
+        training = stage == "train"
         self.log(
-            f"{stage}_loss", loss / n, batch_size=n, prog_bar=True, on_step=on_step, on_epoch=True
-        )
+            f"{stage}_loss",
+            loss / n,
+            batch_size=n,
+            prog_bar=True,
+            on_step=training,
+            on_epoch=True,
+            sync_dist=not training,  # evaluation is sharded across processes; training steps
+        )  # are not synchronised (an all-reduce per step would cost more than it tells)
         self.token_nll[f"{stage}_nll"].update(nll.detach() / n, weight=n)
         return loss / n
 
     def _log_perplexity(self, stage: str) -> None:
         """exp of the mean per-token NLL (without smoothing) over the epoch."""
         mean_nll = float(self.token_nll[f"{stage}_nll"].compute())
-        self.log(f"{stage}_ppl", math.exp(min(mean_nll, 50.0)))
+        self.log(f"{stage}_ppl", math.exp(min(mean_nll, 50.0)), sync_dist=True)
         self.token_nll[f"{stage}_nll"].reset()
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
@@ -176,21 +183,37 @@ class TranslationTask(pl.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self._log_perplexity("train")
-        self.log("train_skipped_batches", float(self.skipped_batches))
+        self.log(
+            "train_skipped_batches", float(self.skipped_batches), sync_dist=True, reduce_fx="sum"
+        )
+
+    def _all_hypotheses(self) -> dict[int, str]:
+        """Hypotheses of every process, by sentence index.
+
+        Under DDP each process decodes its own shard of the split (a few sentences twice,
+        where the last shards are padded with repeats); BLEU needs the whole corpus once.
+        """
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return self._hypotheses
+        shards: list[dict[int, str] | None] = [None] * dist.get_world_size()
+        dist.all_gather_object(shards, self._hypotheses)
+        return {index: text for shard in shards if shard for index, text in shard.items()}
 
     def _score(self, stage: str) -> None:
         datamodule = self.trainer.datamodule
         split = datamodule.val_split if stage == "val" else datamodule.test_split
         refs = datamodule.references(split)
-        if len(self._hypotheses) != len(refs):  # e.g. a sanity check on a few batches
+        translated = self._all_hypotheses()
+        if len(translated) != len(refs):  # e.g. a sanity check on a few batches
             return
-        hyps = [self._hypotheses[i] for i in range(len(refs))]
+        hyps = [translated[i] for i in range(len(refs))]
         scores = score_corpus(hyps, refs)
-        self.log(f"{stage}_bleu", scores["bleu"]["score"], prog_bar=True)
-        self.log(f"{stage}_chrf", scores["chrf"]["score"])
+        # Every process scores the same gathered corpus, so the values agree everywhere.
+        self.log(f"{stage}_bleu", scores["bleu"]["score"], prog_bar=True, sync_dist=True)
+        self.log(f"{stage}_chrf", scores["chrf"]["score"], sync_dist=True)
         if stage == "test":
             lit = literature_bleu(hyps, refs, datamodule.tgt_lang)
-            self.log("test_bleu_literature", lit["score"])
+            self.log("test_bleu_literature", lit["score"], sync_dist=True)
         rank_zero_info(f"{stage} example: {hyps[0]!r} (reference: {refs[0]!r})")
 
     # -- optimisation and checkpoints --------------------------------------------------

@@ -1,0 +1,56 @@
+"""Training on two CPU processes with Lightning's DDP strategy (gloo)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import subprocess
+import sys
+
+import torch
+from tiny_run import tiny_config, write_config
+
+
+def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translates(
+    trained_run, tmp_path
+):
+    config = tiny_config(tmp_path, trained_run["corpus"])
+    config["trainer"].update(strategy="ddp", devices=2)
+    path = write_config(tmp_path / "ddp.yaml", config)
+    fit = subprocess.run(
+        [sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    assert "distributed_backend=gloo" in fit.stderr + fit.stdout
+
+    # Each process takes every other batch: an epoch has half the optimiser steps of the
+    # single-process run on the same data and budget (rounded up: the last share is padded).
+    single = torch.load(trained_run["ckpt"], map_location="cpu", weights_only=True)
+    ddp = torch.load(tmp_path / "run/checkpoints/last.ckpt", map_location="cpu", weights_only=True)
+    epochs = config["trainer"]["max_epochs"]
+    assert ddp["global_step"] == epochs * math.ceil(single["global_step"] / epochs / 2)
+
+    # val_bleu is only logged when the hypotheses of both processes cover the whole split.
+    with open(tmp_path / "run/logs/version_0/metrics.csv") as f:
+        bleu = [row["val_bleu"] for row in csv.DictReader(f) if row.get("val_bleu")]
+    assert len(bleu) == epochs
+
+    translate = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "seq2seq.cli",
+            "translate",
+            "--ckpt",
+            str(tmp_path / "run/checkpoints/last.ckpt"),
+        ],
+        input="twenty-one\nthree hundred and five\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert translate.returncode == 0, translate.stderr[-2000:]
+    assert len(translate.stdout.splitlines()) == 2  # one line per input (2 epochs: maybe blank)
