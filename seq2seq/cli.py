@@ -19,7 +19,6 @@ from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, Throughp
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
-from seq2seq.checkpoint_io import SafeCheckpointIO
 from seq2seq.commands import COMMANDS, run_command
 from seq2seq.data import TranslationDataModule
 from seq2seq.errors import Seq2SeqError
@@ -89,7 +88,7 @@ def run_lightning(args: list[str] | None) -> None:
         # The bucketed batch sampler shards batches across processes itself.
         trainer_defaults={
             "use_distributed_sampler": False,
-            "plugins": [SafeCheckpointIO()],
+            "plugins": [{"class_path": "seq2seq.checkpoint_io.SafeCheckpointIO"}],
             # logs train|items_per_sec: real target tokens per second
             "callbacks": [ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20)],
         },

@@ -113,16 +113,15 @@ class TranslationTask(pl.LightningModule):
             logits, batch.tgt_out, batch.tgt_lens, self.label_smoothing
         )
         n = int(n_tokens)
-        training = stage == "train"
         self.log(
             f"{stage}_loss",
             loss / n,
             batch_size=n,
             prog_bar=True,
-            on_step=training,
+            on_step=stage == "train",
             on_epoch=True,
-            sync_dist=not training,  # evaluation is sharded across processes; training steps
-        )  # are not synchronised (an all-reduce per step would cost more than it tells)
+            sync_dist=True,  # under DDP, the mean over every process's batches
+        )
         self.token_nll[f"{stage}_nll"].update(nll.detach() / n, weight=n)
         return loss / n
 

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import torch
 import yaml
+from tiny_run import tiny_config, write_config
 
+from seq2seq.checkpoint_io import SafeCheckpointIO
+from seq2seq.cli import main
 from seq2seq.corpus import write_corpus
 
 EPOCHS = 3
@@ -105,3 +108,19 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path)
     assert expected.keys() == actual.keys()
     for key in expected:
         assert torch.allclose(expected[key], actual[key], atol=1e-6), key
+
+
+def test_fit_writes_checkpoints_through_the_atomic_writer(trained_run, tmp_path, monkeypatch):
+    saved: list[str] = []
+    write = SafeCheckpointIO.save_checkpoint
+
+    def recording(self, checkpoint, path, storage_options=None):
+        saved.append(Path(path).name)
+        write(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(SafeCheckpointIO, "save_checkpoint", recording)
+    settings = tiny_config(tmp_path, trained_run["corpus"])
+    settings["trainer"]["max_epochs"] = 1
+    main(["fit", "--config", str(write_config(tmp_path / "one.yaml", settings))])
+    assert "last.ckpt" in saved
+    assert sorted(p.name for p in (tmp_path / "run/checkpoints").iterdir()) == sorted(set(saved))
