@@ -4,7 +4,9 @@ Both models have the reference size (3+3 layers, d 256, 4 heads, ff 1024, pre-no
 tied embeddings over a joint 8k vocabulary), see the same Multi30k batches in the same
 order, and take full training steps (forward, label-smoothed loss, backward, clipping,
 AdamW). Rounds alternate A B A B; the report gives the median target tokens/s of each
-and their ratio.
+and their ratio. With ``--compile``, a third contender is our Transformer under
+``torch.compile(dynamic=True)`` (batch shapes vary); its compilation falls in the
+warm-up round, which is not counted.
 
     python scripts/bench_transformer_speed.py --data data/multi30k --steps 20 --rounds 4
 """
@@ -106,6 +108,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="batches per round")
     parser.add_argument("--rounds", type=int, default=4, help="A B rounds (after one warm-up)")
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="bf16")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile")
     parser.add_argument("--out", default="runs/bench/transformer-speed.json")
     args = parser.parse_args()
 
@@ -122,6 +125,9 @@ def main() -> None:
         "seq2seq Transformer": (Transformer(vocab, **SIZE), ours_loss),
         "torch.nn.Transformer": (PlainTransformer(vocab), plain_loss),
     }
+    if args.compile:
+        compiled = torch.compile(Transformer(vocab, **SIZE), dynamic=True)
+        contenders["seq2seq Transformer, compiled"] = (compiled, ours_loss)
     optimizers = {
         name: torch.optim.AdamW(model.parameters(), lr=1e-4)
         for name, (model, _) in contenders.items()
@@ -132,7 +138,7 @@ def main() -> None:
             rate = train_steps(model, loss_of, optimizers[name], batches, bf16)
             if round_:  # round 0 warms up allocators and caches
                 rates[name].append(rate)
-            print(f"round {round_} {name:22s} {rate:8.0f} target tok/s", flush=True)
+            print(f"round {round_} {name:30s} {rate:8.0f} target tok/s", flush=True)
     medians = {name: statistics.median(r) for name, r in rates.items()}
     ours, plain = medians["seq2seq Transformer"], medians["torch.nn.Transformer"]
     report = {
@@ -141,6 +147,9 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "median_target_tokens_per_s": medians,
         "ratio": ours / plain,
+        "compiled_over_eager": (
+            medians["seq2seq Transformer, compiled"] / ours if args.compile else None
+        ),
         "rounds": rates,
     }
     print(json.dumps(report, indent=2))
