@@ -9,6 +9,8 @@ so a checkpoint cannot run code while it is read.
 from __future__ import annotations
 
 import pickle
+import re
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,21 +41,49 @@ class Trained:
         return self.config.get("data", {}).get("tgt_lang")
 
 
+def _first_sentence(message: str) -> str:
+    """The first sentence of a torch error, without a C++ location tag like ``[enforce fail]``."""
+    message = re.sub(r"^\[[^\]]*\][\s.]*", "", message.strip())
+    return message.split("\n")[0].split(". ")[0].rstrip(".")
+
+
+def _refusal_reason(message: str) -> str:
+    """What torch's weights-only unpickler objected to, without its advice to load unsafely."""
+    _, found, reason = message.partition("WeightsUnpickler error: ")
+    return _first_sentence(reason) if found else "unsupported content"
+
+
+def _archive_damage(path: Path) -> str | None:
+    """Why ``path`` is not an intact torch.save archive (a zip whose records carry CRCs),
+    or None if it is. torch.load itself would read a damaged tensor record silently."""
+    if not zipfile.is_zipfile(path):  # a cut file has lost the zip's closing directory
+        return "not a complete torch.save archive"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad_record = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        return str(error)
+    return f"{bad_record} fails its CRC check" if bad_record else None
+
+
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The raw checkpoint dictionary, or a CheckpointError saying why it cannot be read."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
+    damage = _archive_damage(path)
+    if damage:
+        raise CheckpointError(f"cannot read checkpoint {path}: truncated or corrupted ({damage})")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise CheckpointError(
-            f"refusing to load {path}: it is not a plain-weights checkpoint ({first_line})"
+            f"refusing to load {path}: it is not a plain-weights checkpoint and loading it "
+            f"could run code ({_refusal_reason(str(error))})"
         ) from error
     except (RuntimeError, EOFError, ValueError, OSError) as error:
         raise CheckpointError(
-            f"cannot read checkpoint {path}: truncated or corrupted ({error})"
+            f"cannot read checkpoint {path}: truncated or corrupted ({_first_sentence(str(error))})"
         ) from error
     if not isinstance(checkpoint, dict) or CHECKPOINT_KEY not in checkpoint:
         raise CheckpointError(
