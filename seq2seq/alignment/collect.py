@@ -1,0 +1,142 @@
+"""Collecting a model's attention over a corpus, one sentence pair at a time.
+
+Every map comes from teacher forcing, ``model(src, src_lens, tgt_in, need_weights=True)``
+on a target: the reference (forced decoding: the alignment of a given translation) or the
+model's own translation from greedy or beam search. For its own translation, teacher
+forcing gives the same attention as the search's steps did (the encoder-decoder contract:
+teacher-forced and step-by-step decoding agree), in one batched pass, and lets a probe
+read local attention's window centres, which search does not expose.
+
+Shapes: S_i source pieces + EOS, T_i target pieces + EOS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from seq2seq.alignment.probe import LocalWindowProbe, find_local_attention
+from seq2seq.batching import TokenBucketBatchSampler, collate
+from seq2seq.checkpoint import Trained
+from seq2seq.errors import DataError
+from seq2seq.translator import SearchSettings, translate_lines
+
+EOS_LABEL = "</s>"
+
+
+@dataclass
+class SentenceAttention:
+    """One sentence pair's attention, ready to draw, align and measure.
+
+    weights: [T_i, *heads, S_i] float32 (rows: ``tgt_pieces``, columns: ``src_pieces``,
+    both ending with EOS); centres: [T_i] local attention's window centres p_t and
+    windows: [T_i, 2] the first and last source position inside each window (both None
+    for other attention).
+    """
+
+    index: int
+    source: str
+    target: str
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    weights: Tensor
+    centres: Tensor | None = None
+    windows: Tensor | None = None
+
+
+def head_axes(trained: Trained) -> tuple[int, ...]:
+    """The head axes of the model's attention maps: ``()`` for single-head attention, ``(H,)``
+    for multi-head RNN attention, ``(L, H)`` for the Transformer. From one forward pass over
+    a one-token sentence, so that a bad choice of layer fails before any real work."""
+    spec = trained.vocab.spec
+    with torch.inference_mode():
+        _, attn = trained.model(
+            torch.tensor([[spec.eos_id]]),
+            torch.tensor([1]),
+            torch.tensor([[spec.bos_id]]),
+            need_weights=True,
+        )
+    return tuple(attn.shape[1:-2])  # attn: [1, *heads, 1, 1]
+
+
+def forced_attention(
+    trained: Trained,
+    src_ids: Sequence[Sequence[int]],
+    tgt_ids: Sequence[Sequence[int]],
+    texts: Sequence[tuple[str, str]],
+    max_tokens: int = 4096,
+    progress: bool = False,
+) -> Iterator[SentenceAttention]:
+    """Teacher-force every target (ids without BOS/EOS) on its source (ids without EOS).
+
+    Yields one SentenceAttention per pair, in length-bucketed batch order (``index`` is
+    the position in the inputs); ``texts`` are the (source, target) strings to show.
+    """
+    model, vocab, spec = trained.model, trained.vocab, trained.vocab.spec
+    local = find_local_attention(model)
+    lengths = [max(len(s), len(t)) + 1 for s, t in zip(src_ids, tgt_ids, strict=True)]
+    sampler = TokenBucketBatchSampler(lengths, max_tokens, num_replicas=1, rank=0)
+    bar = tqdm(total=len(lengths), desc="attention", unit="sent", disable=not progress)
+    with torch.inference_mode():
+        for indices in sampler:
+            rows = [{"id": i, "src_ids": src_ids[i], "tgt_ids": tgt_ids[i]} for i in indices]
+            batch = collate(rows, spec.pad_id, spec.bos_id, spec.eos_id)
+            probe = LocalWindowProbe(local) if local is not None else None
+            with probe or nullcontext():
+                _, attn = model(batch.src, batch.src_lens, batch.tgt_in, need_weights=True)
+            centres, windows = probe.result() if probe is not None else (None, None)
+            for row, i in enumerate(indices):
+                S, T = int(batch.src_lens[row]), int(batch.tgt_lens[row])
+                yield SentenceAttention(
+                    index=i,
+                    source=texts[i][0],
+                    target=texts[i][1],
+                    src_pieces=[*vocab.src.id_to_piece(src_ids[i]), EOS_LABEL],
+                    tgt_pieces=[*vocab.tgt.id_to_piece(tgt_ids[i]), EOS_LABEL],
+                    # [T, *heads, S], copied out so that no view keeps the batch alive
+                    weights=attn[row, ..., :T, :S].movedim(-2, 0).float().cpu().clone(),
+                    centres=centres[row, :T] if centres is not None else None,
+                    windows=windows[row, :T] if windows is not None else None,
+                )
+            bar.update(len(indices))
+    bar.close()
+
+
+def reference_attention(
+    trained: Trained,
+    sources: Sequence[str],
+    references: Sequence[str],
+    max_tokens: int = 4096,
+    progress: bool = False,
+) -> Iterator[SentenceAttention]:
+    """Forced decoding: the attention of each reference given its source."""
+    if len(sources) != len(references):
+        raise DataError(f"{len(sources)} source lines but {len(references)} reference lines")
+    src_ids = trained.vocab.src.encode_batch(sources)
+    tgt_ids = trained.vocab.tgt.encode_batch(references)
+    texts = list(zip(sources, references, strict=True))
+    return forced_attention(trained, src_ids, tgt_ids, texts, max_tokens, progress)
+
+
+def translation_attention(
+    trained: Trained,
+    sources: Sequence[str],
+    search: SearchSettings,
+    max_tokens: int = 4096,
+    progress: bool = False,
+    max_source_len: int = 512,
+) -> Iterator[SentenceAttention]:
+    """The attention of the model's own (best) translation of each source; a source longer
+    than ``max_source_len`` pieces is cut, as ``translate_lines`` cuts it."""
+    translations = translate_lines(
+        trained, sources, search, max_tokens, progress=progress, max_source_len=max_source_len
+    )
+    src_ids = [ids[:max_source_len] for ids in trained.vocab.src.encode_batch(sources)]
+    tgt_ids = [t.hypotheses[0].tokens for t in translations]
+    texts = [(t.source, t.text) for t in translations]
+    return forced_attention(trained, src_ids, tgt_ids, texts, max_tokens, progress)

@@ -1,0 +1,177 @@
+"""Attention heatmaps as PNG files: one map, a layers x heads grid, local windows.
+
+Every map has the source pieces along the x axis (on top) and the target pieces, one row
+per decoder step ending with end-of-sentence, along the y axis. About a quarter inch per
+piece keeps the labels of sentences up to ~60 pieces readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+from seq2seq.alignment.collect import SentenceAttention  # noqa: E402
+from seq2seq.alignment.maps import as_layers_heads, check_layer  # noqa: E402
+
+INCH_PER_PIECE = 0.26
+CMAP = "Blues"
+
+
+def _panel_size(rows: int, columns: int) -> tuple[float, float]:
+    """(width, height) in inches of a labelled map of rows x columns pieces."""
+    return max(2.0 + INCH_PER_PIECE * columns, 4.0), max(1.5 + INCH_PER_PIECE * rows, 3.0)
+
+
+def _draw_map(
+    ax: Axes,
+    weights: Tensor,
+    src_pieces: Sequence[str] | None,
+    tgt_pieces: Sequence[str] | None,
+    title: str | None,
+    fontsize: float = 9,
+):
+    """Draw weights [T, S] on ``ax``; labels only where pieces are given. Returns the image."""
+    T, S = weights.shape
+    image = ax.imshow(weights.float().numpy(), cmap=CMAP, vmin=0.0, vmax=1.0, aspect="auto")
+    ax.xaxis.tick_top()
+    if src_pieces is not None and tgt_pieces is not None:
+        ax.set_xticks(range(S), labels=list(src_pieces), rotation=90, fontsize=fontsize)
+        ax.set_yticks(range(T), labels=list(tgt_pieces), fontsize=fontsize)
+    else:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    if title:
+        ax.set_title(title, fontsize=fontsize + 1, pad=4 if src_pieces is None else 12)
+    return image
+
+
+def draw_windows(ax: Axes, centres: Tensor, windows: Tensor) -> None:
+    """Local attention's centre p_t (a line through the rows) and window (a box per row).
+
+    centres [T] in source positions; windows [T, 2] the first and last position inside.
+    """
+    rows = range(centres.size(0))
+    for t, (first, last) in zip(rows, windows.tolist(), strict=True):
+        ax.add_patch(
+            Rectangle(
+                (first - 0.5, t - 0.5), last - first + 1, 1, fill=False, edgecolor="tab:orange"
+            )
+        )
+    ax.plot(centres.tolist(), list(rows), "o-", color="tab:red", markersize=3, label="p_t")
+    ax.plot([], [], "s", mfc="none", color="tab:orange", label="window")
+    ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
+
+
+def _save(fig: Figure, path: str | Path, dpi: int = 100) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
+def plot_attention(
+    weights: Tensor,
+    src_pieces: Sequence[str],
+    tgt_pieces: Sequence[str],
+    path: str | Path,
+    title: str | None = None,
+    centres: Tensor | None = None,
+    windows: Tensor | None = None,
+) -> Path:
+    """One map, weights [T, S], with T = len(tgt_pieces) and S = len(src_pieces), as a PNG;
+    with local attention's ``centres`` [T] and ``windows`` [T, 2] drawn over it."""
+    T, S = weights.shape
+    if (len(tgt_pieces), len(src_pieces)) != (T, S):
+        raise ValueError(
+            f"attention is {T}x{S} but there are {len(tgt_pieces)} target and "
+            f"{len(src_pieces)} source labels"
+        )
+    fig, ax = plt.subplots(figsize=_panel_size(T, S))
+    image = _draw_map(ax, weights, src_pieces, tgt_pieces, title)
+    if centres is not None and windows is not None:
+        draw_windows(ax, centres, windows)
+    ax.set_xlabel("source")
+    ax.set_ylabel("target")
+    ax.xaxis.set_label_position("top")
+    fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_attention_grid(
+    weights: Tensor,
+    src_pieces: Sequence[str],
+    tgt_pieces: Sequence[str],
+    path: str | Path,
+    layer: int = -1,
+    title: str | None = None,
+) -> Path:
+    """Multi-head attention, weights [T, L, H, S], as one PNG.
+
+    On top, labelled: the mean over the heads of ``layer`` and, with several layers, the
+    mean over every layer and head. Below, unlabelled: every layer (rows) and head (columns).
+    """
+    T, L, H, S = weights.shape
+    layer = check_layer(layer, L)
+    aggregates = [(weights[:, layer].mean(dim=1), f"layer {layer + 1}, mean over heads")]
+    if L > 1:
+        aggregates.append((weights.mean(dim=(1, 2)), "mean over layers and heads"))
+    width, height = _panel_size(T, S)
+    cell_width = min(max(0.12 * S, 1.2), 2.5)  # a small map per head, no labels
+    cell_height = min(max(cell_width * T / S, 0.8), 3.0)
+    grid_height = L * (cell_height + 0.35)
+    title_height = 0.6 if title else 0.0
+    fig = plt.figure(
+        figsize=(
+            max(width * len(aggregates), (cell_width + 0.3) * H),
+            title_height + height + grid_height,
+        ),
+        layout="constrained",
+    )
+    if title:
+        fig.suptitle(title, fontsize=10)
+    top, bottom = fig.subfigures(2, 1, height_ratios=[height, grid_height])
+    for ax, (summary, label) in zip(
+        top.subplots(1, len(aggregates), squeeze=False)[0], aggregates, strict=True
+    ):
+        _draw_map(ax, summary, src_pieces, tgt_pieces, label)
+    axes = bottom.subplots(L, H, squeeze=False)
+    for l_index in range(L):
+        for h_index in range(H):
+            _draw_map(
+                axes[l_index][h_index],
+                weights[:, l_index, h_index],
+                None,
+                None,
+                f"L{l_index + 1} H{h_index + 1}",
+                fontsize=8,
+            )
+    return _save(fig, path)
+
+
+def draw_sentence(sentence: SentenceAttention, path: str | Path, layer: int = -1) -> Path:
+    """The heatmap of one sentence: a single map, or the grid for multi-head attention."""
+    grid = as_layers_heads(sentence.weights)
+    title = f"{sentence.source}\n{sentence.target}"
+    if grid.size(1) * grid.size(2) == 1:
+        return plot_attention(
+            grid[:, 0, 0],
+            sentence.src_pieces,
+            sentence.tgt_pieces,
+            path,
+            title,
+            sentence.centres,
+            sentence.windows,
+        )
+    return plot_attention_grid(grid, sentence.src_pieces, sentence.tgt_pieces, path, layer, title)
