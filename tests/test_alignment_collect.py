@@ -17,6 +17,7 @@ from seq2seq.alignment.collect import (
     translation_attention,
 )
 from seq2seq.alignment.heatmap import draw_sentence, draw_windows
+from seq2seq.alignment.words import words
 from seq2seq.attention import LocalAttention, MultiHeadAttention
 from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.errors import DataError
@@ -77,6 +78,11 @@ def test_own_translation_attention_is_the_search_attention(trained, test_pairs):
         assert forced[i].target == translation.text
         assert forced[i].tgt_pieces == [*trained.vocab.tgt.id_to_piece(hyp.tokens), EOS_LABEL]
         torch.testing.assert_close(forced[i].weights, hyp.attention.float(), atol=1e-5, rtol=0)
+
+
+def test_words_of_the_pieces_are_the_whitespace_words_of_the_line(trained, test_pairs):
+    for line in [*test_pairs[0], *test_pairs[1]]:
+        assert words(trained.vocab.src.pieces(line)) == line.split()
 
 
 @pytest.mark.parametrize("predictive", [True, False], ids=["local-p", "local-m"])

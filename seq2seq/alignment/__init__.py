@@ -3,7 +3,9 @@
 - ``collect``: attention of forced decoding or of the model's own translation;
 - ``probe``: local attention's window centres p_t, recorded from outside the module;
 - ``maps``: heads as layers x heads, and their aggregates;
-- ``heatmap``: one map, a layers x heads grid, local windows, as PNG files.
+- ``heatmap``: one map, a layers x heads grid, local windows, as PNG files;
+- ``words``: pieces merged into words; ``links``: hard alignments, symmetrisation,
+  Pharaoh format; ``scoring``: AER; ``stats``: corpus statistics.
 """
 
 from seq2seq.alignment.collect import (
