@@ -1,4 +1,5 @@
-"""The commands beside Lightning's: translate, evaluate, attention and corpus."""
+"""The commands beside Lightning's: translate, evaluate, attention, align-score, average and
+corpus."""
 
 from __future__ import annotations
 
@@ -7,18 +8,25 @@ import json
 import sys
 from pathlib import Path
 
-from seq2seq.alignment import EOS_LABEL, plot_attention
+from seq2seq.alignment import (
+    InspectOptions,
+    format_summary,
+    inspect_attention,
+    plot_positional_encoding,
+    read_gold,
+    read_links,
+    score_alignments,
+)
 from seq2seq.averaging import average_checkpoints, save_atomically
-from seq2seq.checkpoint import load_trained
+from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.corpus import write_corpus
 from seq2seq.data import read_lines
-from seq2seq.errors import DataError
+from seq2seq.errors import DataError, Seq2SeqError
 from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.translator import SearchSettings, translate_lines
 
 
 def _add_search_options(parser: argparse.ArgumentParser, beam: int) -> None:
-    parser.add_argument("--ckpt", required=True, help="checkpoint written by `seq2seq fit`")
     parser.add_argument("--beam", type=int, default=beam, help="beam size; 1 is greedy search")
     parser.add_argument("--length-penalty", type=float, default=1.0, help="GNMT alpha")
     parser.add_argument("--max-len-ratio", type=float, default=1.5, help="max output / source")
@@ -91,29 +99,77 @@ def evaluate(args: argparse.Namespace) -> None:
 
 
 def attention(args: argparse.Namespace) -> None:
-    """Draw one heatmap per sentence of --src (the model's own translation) into --out."""
-    sources = read_lines(args.src)[: args.limit]
+    """Inspect what the decoder attends to: heatmaps, word alignments (Pharaoh), attention
+    statistics and an HTML report of --src translated (or of --ref, forced), written to --out;
+    or, with --positional-encoding, plots of the Transformer's sinusoidal encoding."""
+    if args.positional_encoding:
+        if args.dim is None or args.len is None:
+            raise Seq2SeqError("--positional-encoding needs --dim D and --len N")
+        for path in plot_positional_encoding(args.dim, args.len, args.out):
+            print(path)
+        return
+    if args.ckpt is None or args.src is None:
+        raise Seq2SeqError("attention needs --ckpt and --src (or --positional-encoding)")
+    if not 0 < args.threshold <= 1:
+        raise Seq2SeqError(f"--threshold must be in (0, 1], got {args.threshold}")
+    sources = read_lines(args.src)
+    references = read_lines(args.ref) if args.ref else None
+    if references is not None and len(references) != len(sources):
+        raise DataError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
     trained = load_trained(args.ckpt)
-    translations = translate_lines(
-        trained, sources, _search(args), args.max_tokens, return_attention=True
+    reverse = load_trained(args.reverse_ckpt) if args.reverse_ckpt else None
+    if reverse is not None:
+        _check_reverse(trained, reverse)
+    options = InspectOptions(
+        layer=args.layer,
+        method=args.method,
+        threshold=args.threshold,
+        symmetrization=args.symmetrize,
+        limit=args.limit,
+        max_tokens=args.max_tokens,
+        max_source_len=args.max_source_len,
+        progress=True,
     )
-    out = Path(args.out)
-    for i, translation in enumerate(translations):
-        hyp = translation.hypotheses[0]
-        if hyp.attention is None:  # a blank line
-            continue
-        src_pieces = trained.vocab.src.pieces(translation.source) + [EOS_LABEL]
-        tgt_pieces = trained.vocab.tgt.id_to_piece(hyp.tokens) + [EOS_LABEL]
-        # [T, *heads, S]: layers and heads averaged into one map (per-head grids: issue 5)
-        weights = hyp.attention.flatten(1, -2).mean(1) if hyp.attention.dim() > 2 else hyp.attention
-        path = plot_attention(
-            weights,
-            src_pieces,
-            tgt_pieces,
-            out / f"attention_{i:04d}.png",
-            title=translation.text,
-        )
+    result = inspect_attention(
+        trained,
+        sources,
+        args.out,
+        options,
+        references=references,
+        search=_search(args),
+        reverse=reverse,
+        title=f"Attention of {args.ckpt}",
+    )
+    for path in [*result.heatmaps, *result.files]:
         print(path)
+    print(format_summary(result.summary))
+
+
+def _check_reverse(trained: Trained, reverse: Trained) -> None:
+    """A reverse-direction model must translate the other way (when the configs say)."""
+    forward = (trained.config.get("data", {}).get("src_lang"), trained.tgt_lang)
+    backward = (reverse.config.get("data", {}).get("src_lang"), reverse.tgt_lang)
+    if None not in forward + backward and backward != forward[::-1]:
+        raise Seq2SeqError(
+            f"--reverse-ckpt translates {backward[0]}->{backward[1]}; "
+            f"it must translate {forward[1]}->{forward[0]}"
+        )
+
+
+def align_score(args: argparse.Namespace) -> None:
+    """Score word alignments against gold ones: AER, precision and recall (Och & Ney 2003;
+    gold links written 3p4 or 3-4-P are possible, the others sure)."""
+    gold, hyp = read_gold(args.gold, args.one_indexed), read_links(args.hyp)
+    if len(gold) != len(hyp):
+        raise DataError(f"{args.gold} has {len(gold)} lines but {args.hyp} has {len(hyp)}")
+    score = score_alignments(gold, hyp)
+    for name, value in [
+        ("AER", score.aer),
+        ("precision", score.precision),
+        ("recall", score.recall),
+    ]:
+        print(f"{name:10s} {'n/a' if value is None else f'{value:.4f}'}")
+    print(f"{'links':10s} {score.hyp} hypothesis, {score.sure} sure")
 
 
 def corpus(args: argparse.Namespace) -> None:
@@ -135,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     p = commands.add_parser("translate", help=translate.__doc__, description=translate.__doc__)
+    p.add_argument("--ckpt", required=True, help="checkpoint written by `seq2seq fit`")
     _add_search_options(p, beam=5)
     p.add_argument("--input", help="source text, one sentence per line (default: stdin)")
     p.add_argument("--output", help="where to write translations (default: stdout)")
@@ -143,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=translate)
 
     p = commands.add_parser("evaluate", help=evaluate.__doc__, description=evaluate.__doc__)
+    p.add_argument("--ckpt", required=True, help="checkpoint written by `seq2seq fit`")
     _add_search_options(p, beam=5)
     p.add_argument("--src", required=True, help="source sentences")
     p.add_argument("--ref", required=True, help="reference translations")
@@ -152,11 +210,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=evaluate)
 
     p = commands.add_parser("attention", help=attention.__doc__, description=attention.__doc__)
+    p.add_argument("--ckpt", help="checkpoint written by `seq2seq fit`")
     _add_search_options(p, beam=1)
-    p.add_argument("--src", required=True, help="source sentences")
-    p.add_argument("--out", required=True, help="folder for the PNG heatmaps")
-    p.add_argument("--limit", type=int, default=20, help="draw at most this many sentences")
+    p.add_argument("--src", help="source sentences")
+    p.add_argument("--ref", help="reference translations: align them (forced decoding)")
+    p.add_argument("--out", required=True, help="folder for the heatmaps, alignments and report")
+    p.add_argument("--limit", type=int, default=20, help="draw and report the first N lines")
+    p.add_argument(
+        "--layer", type=int, help="Transformer layer to align with (default: mean of all)"
+    )
+    p.add_argument("--method", choices=["argmax", "threshold"], default="argmax")
+    p.add_argument(
+        "--threshold", type=float, default=0.3, help="link weight for --method threshold"
+    )
+    p.add_argument("--reverse-ckpt", help="a target->source model: symmetrise both directions")
+    p.add_argument(
+        "--symmetrize",
+        choices=["intersection", "union", "grow-diag", "grow-diag-final"],
+        default="grow-diag",
+        help="how --reverse-ckpt's links are combined with the forward ones",
+    )
+    p.add_argument(
+        "--positional-encoding",
+        action="store_true",
+        help="plot the sinusoidal positional encoding instead (needs --dim and --len)",
+    )
+    p.add_argument("--dim", type=int, help="model size for --positional-encoding")
+    p.add_argument("--len", type=int, help="number of positions for --positional-encoding")
     p.set_defaults(run=attention)
+
+    p = commands.add_parser(
+        "align-score", help=align_score.__doc__, description=align_score.__doc__
+    )
+    p.add_argument("--gold", required=True, help="gold alignments, one line per sentence")
+    p.add_argument("--hyp", required=True, help="alignments to score, Pharaoh i-j, 0-indexed")
+    p.add_argument("--one-indexed", action="store_true", help="the gold file counts from 1")
+    p.set_defaults(run=align_score)
 
     p = commands.add_parser("average", help=average.__doc__, description=average.__doc__)
     p.add_argument("--ckpts", nargs="+", required=True, help="checkpoints to average")
@@ -172,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"translate", "evaluate", "attention", "average", "corpus"}
+COMMANDS = {"translate", "evaluate", "attention", "align-score", "average", "corpus"}
 
 
 def run_command(args: list[str]) -> None:

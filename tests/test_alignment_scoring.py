@@ -1,5 +1,5 @@
-"""AER, precision and recall (Och & Ney 2003) on hand-computed cases, and gold file
-notations."""
+"""AER, precision and recall (Och & Ney 2003) on hand-computed cases, gold file notations,
+and `seq2seq align-score`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from seq2seq.alignment.scoring import (
     read_links,
     score_alignments,
 )
+from seq2seq.cli import main
 from seq2seq.errors import DataError
 
 
@@ -95,3 +96,25 @@ def test_files_keep_blank_lines_as_empty_alignments(tmp_path):
     with pytest.raises(DataError, match="hyp:1"):
         (tmp_path / "hyp").write_text("0p0\n")
         read_links(tmp_path / "hyp")
+
+
+def test_align_score_prints_aer_precision_recall(tmp_path, capsys):
+    (tmp_path / "gold").write_text("1-1 2p2 3-3\n1-1\n")  # 1-indexed
+    (tmp_path / "hyp").write_text("0-0 1-1 2-1\n\n")
+    main(["align-score", "--gold", str(tmp_path / "gold"), "--hyp", str(tmp_path / "hyp"),
+          "--one-indexed"])  # fmt: skip
+    lines = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    # S = {00, 22, 00'}, P = S + {11}; A = {00, 11, 21}: |A&S| = 1, |A&P| = 2
+    assert float(lines["precision"]) == pytest.approx(2 / 3, abs=1e-4)
+    assert float(lines["recall"]) == pytest.approx(1 / 3, abs=1e-4)
+    assert float(lines["AER"]) == pytest.approx(1 - 3 / 6, abs=1e-4)
+
+
+def test_align_score_of_files_of_different_lengths_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "gold").write_text("0-0\n1-1\n")
+    (tmp_path / "hyp").write_text("0-0\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["align-score", "--gold", str(tmp_path / "gold"), "--hyp", str(tmp_path / "hyp")])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"seq2seq: error: {tmp_path / 'gold'} has 2 lines but {tmp_path / 'hyp'} has 1"

@@ -1,0 +1,237 @@
+"""Inspecting a model's attention over a corpus: everything ``seq2seq attention`` writes.
+
+Into the output folder:
+
+- ``attention_NNNN.png``: the heatmap of each of the first ``limit`` lines (a blank source
+  line has nothing to draw);
+- ``alignments.txt``: word alignments in Pharaoh format, one line per input line (with a
+  reverse-direction model also ``alignments.forward.txt`` and ``alignments.reverse.txt``,
+  the two directions before symmetrisation);
+- ``translations.txt``: the translations aligned, when no reference was given;
+- ``stats.json``: corpus and per-sentence statistics (``stats.py``);
+- ``report.html``: the interactive report of the sentences drawn.
+
+Alignments and statistics use each sentence's summary map (``maps.summary_map``) with
+the target EOS row left out and every row rescaled to sum to 1, merged into words.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torch import Tensor
+
+from seq2seq.alignment.collect import (
+    SentenceAttention,
+    head_axes,
+    reference_attention,
+    translation_attention,
+)
+from seq2seq.alignment.heatmap import draw_sentence
+from seq2seq.alignment.links import (
+    Link,
+    Method,
+    Symmetrization,
+    extract_links,
+    format_pharaoh,
+    symmetrize,
+    transpose,
+)
+from seq2seq.alignment.maps import check_layer_choice, normalise_rows, summary_map
+from seq2seq.alignment.report import write_report
+from seq2seq.alignment.stats import CorpusStats, SentenceStats, sentence_stats
+from seq2seq.alignment.words import merge_to_words, word_spans, words
+from seq2seq.checkpoint import Trained
+from seq2seq.translator import SearchSettings
+
+log = logging.getLogger("seq2seq")
+
+
+@dataclass
+class InspectOptions:
+    """How attention becomes alignments and pictures.
+
+    layer: the Transformer layer whose mean over heads is aligned and measured (None: the
+    mean over every layer; ignored for RNN attention); method/threshold: hard alignment
+    per target word (``links.extract_links``); symmetrization: how a reverse-direction
+    model's links are combined; limit: how many sentences get a heatmap and a place in
+    the report (alignments and statistics cover all); max_source_len: longer sources are
+    cut before translating (not when a reference is forced).
+    """
+
+    layer: int | None = None
+    method: Method = "argmax"
+    threshold: float = 0.3
+    symmetrization: Symmetrization = "grow-diag"
+    limit: int = 20
+    max_tokens: int = 4096
+    max_source_len: int = 512
+    progress: bool = True
+
+
+@dataclass
+class Inspection:
+    """What ``inspect_attention`` wrote, and the corpus statistics."""
+
+    heatmaps: list[Path]
+    files: list[Path]
+    summary: dict[str, float | int | None]
+
+
+def word_attention(
+    sentence: SentenceAttention, layer: int | None
+) -> tuple[Tensor, Tensor, list[str]]:
+    """(piece rows [T_i - 1, S_i] normalised, without the target EOS row; word map [Tw, Sw]
+    without either EOS; the source words)."""
+    rows = normalise_rows(summary_map(sentence.weights, layer)[:-1])
+    src, tgt = sentence.src_pieces[:-1], sentence.tgt_pieces[:-1]
+    word_map = merge_to_words(rows[:, :-1], word_spans(tgt), word_spans(src))
+    return rows, word_map, words(src)
+
+
+@dataclass
+class _Forward:
+    """What the forward pass keeps per sentence (by index): small, whatever the corpus."""
+
+    links: dict[int, set[Link]] = field(default_factory=dict)
+    shapes: dict[int, tuple[int, int]] = field(default_factory=dict)  # (Tw, Sw)
+    targets: dict[int, str] = field(default_factory=dict)
+    stats: CorpusStats = field(default_factory=CorpusStats)
+    shown: list[SentenceAttention] = field(default_factory=list)
+    heatmaps: list[Path] = field(default_factory=list)
+
+
+def _analyse(
+    sentences: Iterator[SentenceAttention], options: InspectOptions, out: Path
+) -> _Forward:
+    kept = _Forward()
+    draw_layer = options.layer if options.layer is not None else -1
+    for sentence in sentences:
+        i = sentence.index
+        rows, word_map, src_words = word_attention(sentence, options.layer)
+        kept.links[i] = extract_links(word_map, options.method, options.threshold)
+        kept.shapes[i] = (word_map.size(0), word_map.size(1))
+        kept.targets[i] = sentence.target
+        stats: SentenceStats = sentence_stats(i, rows, word_map, sentence.src_pieces, src_words)
+        kept.stats.add(stats)
+        if i < options.limit and sentence.source.strip():
+            kept.heatmaps.append(
+                draw_sentence(sentence, out / f"attention_{i:04d}.png", draw_layer)
+            )
+            kept.shown.append(sentence)
+    return kept
+
+
+def _backward_links(
+    reverse: Trained,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    shapes: dict[int, tuple[int, int]],
+    options: InspectOptions,
+) -> dict[int, set[Link]]:
+    """The reverse model's links (as (source, target)) for sentences whose words match."""
+    backward: dict[int, set[Link]] = {}
+    stream = reference_attention(reverse, targets, sources, options.max_tokens, options.progress)
+    for sentence in stream:
+        _, word_map, _ = word_attention(sentence, options.layer)  # [Sw, Tw]
+        if (word_map.size(1), word_map.size(0)) == shapes[sentence.index]:
+            backward[sentence.index] = transpose(
+                extract_links(word_map, options.method, options.threshold)
+            )
+    return backward
+
+
+def _write_lines(path: Path, lines: Sequence[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def inspect_attention(
+    trained: Trained,
+    sources: Sequence[str],
+    out_dir: str | Path,
+    options: InspectOptions,
+    references: Sequence[str] | None = None,
+    search: SearchSettings | None = None,
+    reverse: Trained | None = None,
+    title: str = "Attention",
+) -> Inspection:
+    """Collect, draw, align and measure the attention of ``trained`` on ``sources``.
+
+    With ``references``, forced decoding of them; otherwise the model's own translation
+    with ``search``. ``reverse``: a model of the other direction (target -> source) whose
+    links are symmetrised with the forward ones.
+    """
+    for model in (trained, reverse):
+        if model is not None:
+            check_layer_choice(options.layer, head_axes(model))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if references is not None:
+        stream = reference_attention(
+            trained, sources, references, options.max_tokens, options.progress
+        )
+    else:
+        stream = translation_attention(
+            trained,
+            sources,
+            search or SearchSettings(),
+            options.max_tokens,
+            options.progress,
+            options.max_source_len,
+        )
+    kept = _analyse(stream, options, out)
+    n = len(sources)
+    targets = [kept.targets[i] for i in range(n)]
+    files: list[Path] = []
+    if references is None:
+        files.append(_write_lines(out / "translations.txt", targets))
+    links = kept.links
+    if reverse is not None:
+        backward = _backward_links(reverse, sources, targets, kept.shapes, options)
+        skipped = n - len(backward)
+        if skipped:
+            log.warning(
+                "%d sentence(s) split into different words by the reverse model keep the "
+                "forward links only",
+                skipped,
+            )
+        files.append(
+            _write_lines(
+                out / "alignments.forward.txt", [format_pharaoh(links[i]) for i in range(n)]
+            )
+        )
+        files.append(
+            _write_lines(
+                out / "alignments.reverse.txt",
+                [format_pharaoh(backward.get(i, set())) for i in range(n)],
+            )
+        )
+        links = {
+            i: symmetrize(links[i], backward[i], options.symmetrization)
+            if i in backward
+            else links[i]
+            for i in range(n)
+        }
+    pharaoh = [format_pharaoh(links[i]) for i in range(n)]
+    files.append(_write_lines(out / "alignments.txt", pharaoh))
+    stats_path = out / "stats.json"
+    stats_path.write_text(
+        json.dumps(kept.stats.as_json(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    files.append(stats_path)
+    shown = sorted(kept.shown, key=lambda s: s.index)
+    files.append(
+        write_report(
+            shown,
+            {s.index: pharaoh[s.index] for s in shown},
+            out / "report.html",
+            title,
+            options.layer,
+        )
+    )
+    return Inspection(sorted(kept.heatmaps), files, kept.stats.summary())
