@@ -1,14 +1,20 @@
-"""The HTML report: one self-contained file, with a view per layer and head."""
+"""The HTML report: self-contained, and hovering a target token in a real browser (headless
+Chromium) highlights the source tokens it attends to."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
+import pytest
 import torch
 
 from seq2seq.alignment.collect import SentenceAttention
 from seq2seq.alignment.report import head_views, write_report
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 
 def hand_made_sentence(text: str = "a b c") -> SentenceAttention:
@@ -56,3 +62,66 @@ def test_selector_views_of_layers_and_heads():
     views, default = head_views(layers=2, heads=2, layer=-1)
     assert views[default]["label"] == "layer 2: mean over heads"
     assert head_views(layers=1, heads=1, layer=None) == ([{"label": "attention", "heads": [0]}], 0)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium driven by its own chromedriver: nothing is downloaded."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip(
+            f"Chromium not found ({CHROMIUM}, {CHROMEDRIVER}): "
+            "apt-get install chromium chromium-driver to run the browser test"
+        )
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="selenium is not installed: pip install -e '.[dev]'"
+    )
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    yield driver
+    driver.quit()
+
+
+def highlighted(driver) -> list[str]:
+    """The source tokens the page outlines as attended to."""
+    from selenium.webdriver.common.by import By
+
+    return [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#sentence-0 .src .tok.hl")]
+
+
+def test_hovering_a_target_token_highlights_its_source_tokens(browser, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
+
+    path = write_report([hand_made_sentence()], {0: "0-0 1-1"}, tmp_path / "report.html")
+    browser.get(path.resolve().as_uri())
+    targets = browser.find_elements(By.CSS_SELECTOR, "#sentence-0 .tgt .tok")
+    assert [t.text for t in targets] == ["▁x", "▁y", "</s>"]
+    selector = Select(browser.find_element(By.ID, "view"))
+    assert selector.first_selected_option.text == "mean over all layers and heads"
+    assert highlighted(browser) == []
+
+    hover = ActionChains(browser)
+    hover.move_to_element(targets[0]).perform()
+    assert highlighted(browser) == ["▁a"]  # 0.75 on a, 0.25 on c: under half the peak
+    assert "active" in targets[0].get_attribute("class")
+    hover.move_to_element(targets[1]).perform()
+    assert highlighted(browser) == ["▁b", "</s>"]
+    hover.move_to_element(browser.find_element(By.TAG_NAME, "h1")).perform()
+    assert highlighted(browser) == []  # leaving the token clears the highlight
+
+    selector.select_by_visible_text("layer 2, head 2")
+    hover.move_to_element(targets[0]).perform()
+    assert highlighted(browser) == ["▁c"]
+
+    selector.select_by_visible_text("layer 2: mean over heads")
+    row_label = browser.find_elements(By.CSS_SELECTOR, "#sentence-0 table.heatmap tbody th")[0]
+    hover.move_to_element(row_label).perform()  # the heatmap's row labels hover too
+    assert highlighted(browser) == ["▁a", "▁c"]
+    cells = browser.find_elements(By.CSS_SELECTOR, "#sentence-0 table.heatmap tbody tr")
+    assert len(cells) == 3 and len(cells[0].find_elements(By.TAG_NAME, "td")) == 4
