@@ -12,13 +12,15 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from pytorch_lightning import LightningModule, Trainer
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, ThroughputMonitor
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
+from seq2seq.checkpoint import read_checkpoint
 from seq2seq.commands import COMMANDS, run_command
 from seq2seq.data import TranslationDataModule
 from seq2seq.errors import Seq2SeqError
@@ -47,6 +49,19 @@ def default_loggers(root: str, tensorboard: bool) -> list[Logger]:
     return [csv, TensorBoardLogger(save_dir=root, name="logs", version=csv.version)]
 
 
+class OneLineErrorParser(LightningArgumentParser):
+    """Reports a config or command-line mistake in one line, not after a screen of usage."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error:  # a parser used internally: jsonargparse handles the error
+            super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        command = parser.prog.replace(" [options]", "")
+        one_line = " ".join(message.split())
+        print(f"seq2seq: error: {one_line} (see {command} --help)", file=sys.stderr)
+        self.exit(2)
+
+
 class Seq2SeqCLI(LightningCLI):
     """LightningCLI with the vocabulary linked from the data into the model, and best-k
     checkpointing and early stopping on validation BLEU."""
@@ -68,6 +83,15 @@ class Seq2SeqCLI(LightningCLI):
                 "early_stopping.patience": 5,
             }
         )
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning reads ``--ckpt_path`` here with a bare torch.load; read it through
+        ``read_checkpoint`` first so that a bad file is a CheckpointError, not a traceback."""
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if ckpt_path and Path(ckpt_path).is_file():
+            read_checkpoint(ckpt_path)
+        super()._parse_ckpt_path()
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         trainer_config = self._get(self.config_init, "trainer", default={})
@@ -94,6 +118,7 @@ def run_lightning(args: list[str] | None) -> None:
         },
         seed_everything_default=1,
         parser_kwargs={"description": DESCRIPTION},
+        parser_class=OneLineErrorParser,
         args=args,
         auto_configure_optimizers=False,
     )
