@@ -23,6 +23,7 @@ from seq2seq.corpus import write_corpus
 from seq2seq.data import read_lines
 from seq2seq.errors import DataError, Seq2SeqError
 from seq2seq.metrics import literature_bleu, score_corpus
+from seq2seq.sources import decode_lines
 from seq2seq.translator import SearchSettings, translate_lines
 
 
@@ -49,7 +50,10 @@ def _search(args: argparse.Namespace, n_best: int = 1) -> SearchSettings:
 
 def translate(args: argparse.Namespace) -> None:
     """Translate lines from --input (default stdin) to --output (default stdout)."""
-    lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()
+    if args.input:
+        lines = read_lines(args.input)
+    else:  # bytes, so that invalid UTF-8 is a DataError naming the line, as in a file
+        lines = decode_lines(sys.stdin.buffer.read(), "<stdin>")
     if not lines:
         return
     trained = load_trained(args.ckpt)

@@ -57,11 +57,16 @@ def read_lines(path: str | Path) -> list[str]:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as error:
             raise DataError(f"{path}: not a readable gzip file ({error})") from error
+    return decode_lines(data, str(path))
+
+
+def decode_lines(data: bytes, name: str) -> list[str]:
+    """The lines of UTF-8 ``data``; ``name`` (a path, ``<stdin>``) is for the error message."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise DataError(f"{path}: line {line} is not valid UTF-8 ({error.reason})") from None
+        raise DataError(f"{name}: line {line} is not valid UTF-8 ({error.reason})") from None
     if not text:
         return []
     lines = text.removeprefix("\ufeff").removesuffix("\n").split("\n")

@@ -29,6 +29,11 @@ def run_seq2seq(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     )
 
 
+def stdin(text: str) -> io.TextIOWrapper:
+    """A stand-in for sys.stdin: text over bytes, as `translate` reads the bytes."""
+    return io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8")
+
+
 def test_fit_keeps_best_and_last_checkpoints_and_logs(trained_run):
     checkpoints = sorted(p.name for p in (trained_run["root"] / "run/checkpoints").iterdir())
     assert "last.ckpt" in checkpoints
@@ -48,7 +53,7 @@ def test_checkpoint_loads_safely_with_vocabulary_and_config(trained_run):
 
 def test_translate_reads_stdin_and_writes_one_line_per_input(trained_run, capsys, monkeypatch):
     lines = (trained_run["corpus"] / "test.en").read_text().splitlines()[:5]
-    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join([lines[0], "", *lines[1:]]) + "\n"))
+    monkeypatch.setattr("sys.stdin", stdin("\n".join([lines[0], "", *lines[1:]]) + "\n"))
     main(["translate", "--ckpt", str(trained_run["ckpt"]), "--beam", "2"])
     output = capsys.readouterr().out.splitlines()
     assert len(output) == 6
@@ -56,7 +61,7 @@ def test_translate_reads_stdin_and_writes_one_line_per_input(trained_run, capsys
 
 
 def test_translate_n_best(trained_run, capsys, monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO("twenty-one\nfive hundred\n"))
+    monkeypatch.setattr("sys.stdin", stdin("twenty-one\nfive hundred\n"))
     main(["translate", "--ckpt", str(trained_run["ckpt"]), "--beam", "3", "--n-best", "2"])
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [row[0] for row in rows] == ["0", "0", "1", "1"]
