@@ -41,7 +41,7 @@ def plot_positional_encoding(dim: int, length: int, out_dir: str | Path) -> list
     ax.set_xlabel("position")
     ax.set_ylabel("value")
     ax.set_title(f"Sinusoidal positional encoding, d = {dim}: selected dimensions")
-    ax.legend(fontsize=8, ncol=2, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     curves = out / "positional_encoding_curves.png"
     fig.savefig(curves, dpi=100)
