@@ -15,7 +15,7 @@ DEMO_DATA := data/numbers-en-de
 DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
-.PHONY: install demo test lint multi30k clean-demo
+.PHONY: install demo test lint multi30k clean-demo bench
 
 install: $(STAMP)
 
@@ -37,6 +37,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+# Attention benchmarks: one decoder step against source length (seconds), then every
+# configs/multi30k/en-de variant trained for BENCH_MINUTES each (hours; resumable).
+BENCH_MINUTES ?= 20
+bench: $(STAMP) multi30k
+	$(BIN)/python scripts/bench_attention_step.py --out runs/bench/attention-step
+	$(BIN)/python scripts/bench_attention_variants.py --minutes $(BENCH_MINUTES) --data data/multi30k --out runs/bench/attention-variants
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts
