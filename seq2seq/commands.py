@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
+
+import torch
 
 from seq2seq.alignment import (
     InspectOptions,
@@ -84,10 +87,12 @@ def evaluate(args: argparse.Namespace) -> None:
     if len(sources) != len(refs):
         raise DataError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(refs)}")
     trained = load_trained(args.ckpt)
+    start = time.perf_counter()
     translations = translate_lines(
         trained, sources, _search(args), args.max_tokens, progress=True,
         max_source_len=args.max_source_len,
     )  # fmt: skip
+    seconds = time.perf_counter() - start
     hyps = [t.text for t in translations]
     if args.output:
         Path(args.output).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
@@ -95,11 +100,23 @@ def evaluate(args: argparse.Namespace) -> None:
     lang = args.lang or trained.tgt_lang
     if lang:
         scores["bleu_literature"] = literature_bleu(hyps, refs, lang)
+    decoding = {
+        "sentences": len(sources),
+        "seconds": round(seconds, 3),
+        "sentences_per_s": round(len(sources) / seconds, 2),
+        "beam": args.beam,
+        "threads": torch.get_num_threads(),
+    }
     if args.json:
-        print(json.dumps(scores, indent=2))
+        print(json.dumps({**scores, "decoding": decoding}, indent=2))
         return
     for name, result in scores.items():
         print(f"{name:16s} {result['score']:6.2f}  {result['signature']}")
+    print(
+        f"decoding         {decoding['sentences']} sentences in {seconds:.1f} s "
+        f"({decoding['sentences_per_s']} sentences/s, beam {args.beam}, "
+        f"{decoding['threads']} threads)"
+    )
 
 
 def attention(args: argparse.Namespace) -> None:

@@ -77,7 +77,9 @@ def test_evaluate_prints_json_scores_with_signatures(trained_run, capsys):
         ]
     )  # fmt: skip
     scores = json.loads(capsys.readouterr().out)
-    assert set(scores) == {"bleu", "chrf", "bleu_literature"}
+    assert set(scores) == {"bleu", "chrf", "bleu_literature", "decoding"}
+    assert scores["decoding"]["sentences"] == SIZES["test"]
+    assert scores["decoding"]["sentences_per_s"] > 0
     assert 0.0 <= scores["bleu"]["score"] <= 100.0
     assert "tok:13a" in scores["bleu"]["signature"]
     assert "tok:none" in scores["bleu_literature"]["signature"]
