@@ -117,7 +117,7 @@ def run_lightning(args: list[str] | None) -> None:
             "callbacks": [ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20)],
         },
         seed_everything_default=1,
-        parser_kwargs={"description": DESCRIPTION},
+        parser_kwargs={"prog": "seq2seq", "description": DESCRIPTION},
         parser_class=OneLineErrorParser,
         args=args,
         auto_configure_optimizers=False,
