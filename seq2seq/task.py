@@ -113,6 +113,8 @@ class TranslationTask(pl.LightningModule):
             logits, batch.tgt_out, batch.tgt_lens, self.label_smoothing
         )
         n = int(n_tokens)
+        if stage == "train" and not torch.isfinite(loss):
+            return loss / n  # training_step stops or skips it: keep it out of the epoch's means
         self.log(
             f"{stage}_loss",
             loss / n,
