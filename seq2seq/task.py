@@ -242,9 +242,14 @@ class TranslationTask(pl.LightningModule):
         stored = checkpoint.get(CHECKPOINT_KEY, {})
         if stored.get("vocab") != self.vocab.to_state():
             spec = Vocabulary.from_state(stored["vocab"]).spec if "vocab" in stored else None
+            theirs, ours = _sizes(spec), _sizes(self.vocab.spec)
+            sizes = (
+                f"{theirs} in the checkpoint, {ours} from the data"
+                if theirs != ours
+                else f"{ours} in both, but not the same pieces"
+            )
             raise CheckpointError(
-                "the checkpoint's vocabulary does not match the data's "
-                f"({_sizes(spec)} in the checkpoint, {_sizes(self.vocab.spec)} from the data): "
+                f"the checkpoint's vocabulary does not match the data's ({sizes}): "
                 "use the data and SentencePiece settings it was trained with"
             )
         if "rng" in stored:  # resuming: continue the random streams where they stopped
