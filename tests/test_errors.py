@@ -224,8 +224,8 @@ def test_checkpoint_of_another_vocabulary_is_refused_and_kept(
     )
     assert status == 1
     assert error == (
-        "the checkpoint's vocabulary does not match the data's (400 pieces in the checkpoint, "
-        "400 pieces from the data): use the data and SentencePiece settings it was trained with"
+        "the checkpoint's vocabulary does not match the data's (400 pieces in both, but not the "
+        "same pieces): use the data and SentencePiece settings it was trained with"
     )
     assert trained_run["ckpt"].read_bytes() == before
     assert not list(tmp_path.glob("run/checkpoints/*.ckpt"))  # nothing trained or saved
