@@ -70,7 +70,9 @@ def test_stop_ends_training_with_the_step_and_saves_no_poisoned_weights(
     with pytest.raises(SystemExit) as stopped:
         main(["fit", "--config", str(poisoned_config(trained_run, tmp_path, "stop"))])
     assert stopped.value.code == 1
-    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("seq2seq: error:")]
     assert errors == [
         f"seq2seq: error: the training loss is nan at step {POISONED_STEP} (epoch 0, batch "
         f"{POISONED_STEP}); lower the learning rate, clip gradients, or set "
