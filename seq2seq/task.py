@@ -107,17 +107,19 @@ class TranslationTask(pl.LightningModule):
         self._hypotheses: dict[int, str] = {}
 
     # -- the shared step ---------------------------------------------------------------
-    def _loss(self, batch: Batch, stage: str) -> Tensor:
+    def _loss(self, batch: Batch) -> tuple[Tensor, Tensor, int]:
+        """(label-smoothed loss per token, summed NLL, target tokens) of a batch."""
         logits, _ = self.model(batch.src, batch.src_lens, batch.tgt_in, need_weights=False)
         loss, nll, n_tokens = label_smoothed_nll(
             logits, batch.tgt_out, batch.tgt_lens, self.label_smoothing
         )
         n = int(n_tokens)
-        if stage == "train" and not torch.isfinite(loss):
-            return loss / n  # training_step stops or skips it: keep it out of the epoch's means
+        return loss / n, nll, n
+
+    def _log_loss(self, stage: str, loss: Tensor, nll: Tensor, n: int) -> None:
         self.log(
             f"{stage}_loss",
-            loss / n,
+            loss,
             batch_size=n,
             prog_bar=True,
             on_step=stage == "train",
@@ -125,7 +127,6 @@ class TranslationTask(pl.LightningModule):
             sync_dist=True,  # under DDP, the mean over every process's batches
         )
         self.token_nll[f"{stage}_nll"].update(nll.detach() / n, weight=n)
-        return loss / n
 
     def _log_perplexity(self, stage: str) -> None:
         """exp of the mean per-token NLL (without smoothing) over the epoch."""
@@ -133,26 +134,38 @@ class TranslationTask(pl.LightningModule):
         self.log(f"{stage}_ppl", math.exp(min(mean_nll, 50.0)), sync_dist=True)
         self.token_nll[f"{stage}_nll"].reset()
 
+    def on_fit_start(self) -> None:
+        if self.nonfinite_loss == "skip" and self.trainer.world_size > 1:
+            raise Seq2SeqError(
+                "model.nonfinite_loss: skip works on one process only (Lightning cannot skip "
+                "an optimiser step under DDP); use stop"
+            )
+
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
-        loss = self._loss(batch, "train")
-        if torch.isfinite(loss):
+        loss, nll, n = self._loss(batch)
+        # Every process takes the same branch: under DDP, one process stopping alone would
+        # leave the others waiting in the gradient all-reduce.
+        finite_here = bool(torch.isfinite(loss))
+        if self.trainer.strategy.reduce_boolean_decision(finite_here, all=True):
+            self._log_loss("train", loss, nll, n)
             return loss
+        value = float(loss) if not finite_here else "non-finite on another process"
         where = f"step {self.global_step} (epoch {self.current_epoch}, batch {batch_idx})"
         if self.nonfinite_loss == "stop":
             raise NonFiniteLossError(
-                f"the training loss is {float(loss)} at {where}; lower the learning rate, "
+                f"the training loss is {value} at {where}; lower the learning rate, "
                 "clip gradients, or set model.nonfinite_loss: skip"
             )
-        self.skipped_batches += 1
-        rank_zero_warn(f"skipped a batch with a {float(loss)} loss at {where}")
+        self.skipped_batches += 1  # kept out of the epoch's loss and perplexity
+        rank_zero_warn(f"skipped a batch at {where}: the loss is {value}")
         return None  # Lightning skips the optimizer step
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._loss(batch, "val")
+        self._log_loss("val", *self._loss(batch))
         self._translate(batch, self.beam_sizes["val"])
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._loss(batch, "test")
+        self._log_loss("test", *self._loss(batch))
         self._translate(batch, self.beam_sizes["test"])
 
     # -- decoding and scoring ----------------------------------------------------------

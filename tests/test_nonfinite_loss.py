@@ -19,11 +19,12 @@ TRAIN_BATCHES = 8
 
 
 class NaNLogitsAtStep(pl.Callback):
-    """Makes the model's logits NaN in one training batch, the first at global step ``step``,
-    and fails the run if that batch changes a weight."""
+    """Makes the model's logits NaN in one training batch, the first at global step ``step``
+    (on process ``rank`` only, if given), and fails the run if that batch changes a weight
+    (on any process)."""
 
-    def __init__(self, step: int) -> None:
-        self.step = step
+    def __init__(self, step: int, rank: int | None = None) -> None:
+        self.step, self.rank = step, rank
         self.before: dict[str, torch.Tensor] | None = None
         self.hook: torch.utils.hooks.RemovableHandle | None = None
 
@@ -32,8 +33,9 @@ class NaNLogitsAtStep(pl.Callback):
     ) -> None:
         if trainer.global_step == self.step and self.before is None:
             self.before = {k: v.clone() for k, v in pl_module.state_dict().items()}
+            poison = self.rank is None or trainer.global_rank == self.rank
             self.hook = pl_module.model.register_forward_hook(
-                lambda module, args, output: (output[0] * math.nan, output[1])
+                lambda module, args, output: (output[0] * (math.nan if poison else 1.0), output[1])
             )
 
     def on_train_batch_end(
@@ -88,7 +90,7 @@ def test_skip_drops_the_batch_counts_it_and_keeps_the_weights_finite(
 ) -> None:
     config = poisoned_config(trained_run, tmp_path, "skip")
     with pytest.warns(
-        UserWarning, match=f"skipped a batch with a nan loss at step {POISONED_STEP}"
+        UserWarning, match=f"skipped a batch at step {POISONED_STEP} .*: the loss is nan"
     ):
         main(["fit", "--config", str(config)])
     checkpoint = torch.load(tmp_path / "run/checkpoints/last.ckpt", weights_only=True)
