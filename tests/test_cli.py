@@ -196,3 +196,12 @@ def test_translate_of_empty_input_prints_nothing(tmp_path):
     result = run_seq2seq("translate", "--ckpt", str(tmp_path / "unused.ckpt"), stdin="")
     assert result.returncode == 0
     assert result.stdout == ""
+
+
+def test_bf16_search_agrees_with_fp32(trained_run):
+    trained = load_trained(trained_run["ckpt"])
+    sources = (trained_run["corpus"] / "test.en").read_text().splitlines()
+    fp32 = translate_lines(trained, sources, SearchSettings(beam_size=3))
+    bf16 = translate_lines(trained, sources, SearchSettings(beam_size=3, bf16=True))
+    same = sum(a.text == b.text for a, b in zip(fp32, bf16, strict=True))
+    assert same >= 0.8 * len(sources), f"only {same} of {len(sources)} translations agree"
