@@ -75,7 +75,7 @@ def draw_windows(ax: Axes, centres: Tensor, windows: Tensor) -> None:
 def _save(fig: Figure, path: str | Path, dpi: int = 100) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)  # titles never cut
     plt.close(fig)
     return path
 
