@@ -1,0 +1,87 @@
+"""scripts/peer_joey.py offline: config rewriting and Joey log parsing (no Joey, no network)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "peer_joey.py"
+
+
+@pytest.fixture(scope="module")
+def peer() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("peer_joey", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CONFIG = """\
+model_dir: "MODEL_DIR/rnn"
+data:
+    train: "DATA_DIR/train"
+    dev: "DATA_DIR/val"
+testing:
+    beam_size: 5
+training:
+    scheduling: "warmupinversesquareroot"   # a comment
+    logging_freq: 100
+"""
+
+TRAIN_LOG = """\
+2026-11-21 22:36:44,546 - INFO - joeynmt.training - EPOCH 1
+2026-11-21 22:37:32,270 - INFO - joeynmt.training - Epoch   1, Step:       10, \
+Batch Loss:     7.460077, Batch Acc: 0.042796, Tokens per Sec:      394, Lr: 0.000017
+2026-11-21 22:38:13,286 - INFO - joeynmt.training - Epoch   1, Step:       20, \
+Batch Loss:     7.348019, Batch Acc: 0.038616, Tokens per Sec:      425, Lr: 0.000033
+2026-11-21 22:38:53,286 - INFO - joeynmt.training - Epoch   1, Step:       30, \
+Batch Loss:     7.1, Batch Acc: 0.04, Tokens per Sec:      431, Lr: 0.000050
+2026-11-21 22:38:59,679 - INFO - joeynmt.training - Interrupt at epoch 1, step 33.
+"""
+
+TEST_LOG = """\
+2026-11-21 22:38:46,505 - INFO - joeynmt.prediction - Decoding on dev set... (device: cpu)
+2026-11-21 22:38:46,690 - INFO - joeynmt.prediction - Generation took 0.1797[sec].
+2026-11-21 22:38:46,691 - INFO - joeynmt.prediction - Decoding on test set... (device: cpu)
+2026-11-21 22:41:37,697 - INFO - joeynmt.prediction - Generation took 171.0053[sec].
+"""
+
+
+def test_rewrite_config_fills_dirs_and_overrides(peer: ModuleType) -> None:
+    text = peer.rewrite_config(
+        CONFIG,
+        Path("/d"),
+        Path("/m"),
+        {"logging_freq": "10", "dev": '"/d/dev1"', "scheduling": '"plateau"'},
+    )
+    assert 'model_dir: "/m/rnn"' in text
+    assert 'train: "/d/train"' in text
+    assert '    dev: "/d/dev1"\n' in text
+    assert "    logging_freq: 10\n" in text
+    assert '    scheduling: "plateau"\n' in text  # value and comment replaced
+    assert "DATA_DIR" not in text and "MODEL_DIR" not in text
+
+
+def test_rewrite_config_rejects_an_absent_key(peer: ModuleType) -> None:
+    with pytest.raises(KeyError, match="logging_frequency"):
+        peer.rewrite_config(CONFIG, Path("/d"), Path("/m"), {"logging_frequency": "10"})
+
+
+def test_parse_train_log_medians_after_warmup(peer: ModuleType) -> None:
+    result = peer.parse_train_log(TRAIN_LOG)
+    assert result["steps"] == 30
+    assert result["intervals"] == 3
+    assert result["target_tokens_per_sec"] == pytest.approx(428.0)  # median of 425, 431
+    assert result["target_tokens_per_sec_all"] == [394.0, 425.0, 431.0]
+
+
+def test_parse_train_log_without_lines(peer: ModuleType) -> None:
+    assert peer.parse_train_log("EPOCH 1\n")["target_tokens_per_sec"] is None
+
+
+def test_parse_test_log_per_data_set(peer: ModuleType) -> None:
+    assert peer.parse_test_log(TEST_LOG) == {"dev": 0.1797, "test": 171.0053}
