@@ -26,6 +26,11 @@ Usage::
     python scripts/peer_joey.py --model transformer --train-minutes 2 --decode greedy
     python scripts/peer_joey.py --model rnn --train-minutes 1 --out bench/joey.json
 
+The JSON holds one entry per model with ``train``, ``beam5`` and ``greedy``; an entry that
+is there is not measured again (``--force`` redoes the chosen model's). Decoding uses the
+weights the timed training left, so after a short budget the hypotheses run long and the
+sentences/s are not those of a trained model.
+
 Run it with ``nice -n 19 OMP_NUM_THREADS=1`` beside other work; figures taken that way are
 checks that the pipeline runs, not benchmark numbers.
 """
@@ -199,6 +204,7 @@ def parse_train_log(text: str, skip: int = 1) -> dict[str, Any]:
         "intervals": len(rows),
         "target_tokens_per_sec": statistics.median(rates) if rates else None,
         "target_tokens_per_sec_all": [rate for _, rate in rows],
+        "warmup_included": 0 < len(rows) <= skip,  # too short a run to leave warm-up out
     }
 
 
@@ -275,15 +281,33 @@ def _exited(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def measure_train(python: Path, model: str, data_dir: Path, work: Path, minutes: float) -> dict:
+def conditions() -> dict[str, Any]:
+    """What the figures were taken beside: date, niceness, threads, load."""
+    return {
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "nice": os.nice(0),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "cpus": os.cpu_count(),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def measure_train(
+    python: Path, model: str, data_dir: Path, work: Path, minutes: float, log_every: int
+) -> dict:
     """Train for ``minutes`` of wall clock and read the throughput from Joey's log."""
-    overrides = {"logging_freq": "10", "validation_freq": "100000"}
+    overrides = {"logging_freq": str(log_every), "validation_freq": "100000"}
     config = write_config(model, data_dir, work, "train", overrides)
     text, seconds, peak_gb = run_joey(python, "train", config, work / f"{model}.train.log", minutes)
     result = parse_train_log(text)
     if result["target_tokens_per_sec"] is None:
         raise RuntimeError(f"no throughput in Joey's log; see {work / f'{model}.train.log'}")
-    return {**result, "wall_seconds": round(seconds, 1), "config": str(config)}
+    return {
+        **result,
+        "wall_seconds": round(seconds, 1),
+        "peak_rss_gb": round(peak_gb, 2),
+        "config": str(config),
+    }
 
 
 def measure_decode(python: Path, model: str, data_dir: Path, work: Path, beam: int) -> dict:
@@ -301,7 +325,7 @@ def measure_decode(python: Path, model: str, data_dir: Path, work: Path, beam: i
         "sentences": sentences,
         "seconds": seconds,
         "sentences_per_sec": round(sentences / seconds, 2),
-        "peak_rss_gb_children": round(peak_gb, 2),
+        "peak_rss_gb": round(peak_gb, 2),
     }
 
 
@@ -328,6 +352,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--train-minutes", type=float, default=2.0)
     parser.add_argument(
+        "--log-every", type=int, default=10, help="Joey's logging_freq: steps per throughput line"
+    )
+    parser.add_argument(
         "--decode",
         nargs="*",
         choices=("beam5", "greedy"),
@@ -335,27 +362,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="decoding measurements to take (none: training only)",
     )
     parser.add_argument("--out", type=Path, default=None, help="JSON (default: CACHE/joey.json)")
-    parser.add_argument("--force", action="store_true", help="redo finished measurements")
+    parser.add_argument(
+        "--force", action="store_true", help="redo this model's finished measurements"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = args.out or args.cache / "joey.json"
-    results = {} if args.force else load_results(out)
+    results = load_results(out)
+    if args.force:
+        results.pop(args.model, None)
     python = ensure_venv(args.cache / "joeynmt-venv")
     data_dir = prepare_data(args.corpus, args.cache / "joey-data" / "multi30k-en-de")
     work = args.cache / "joey-runs" / args.model
     work.mkdir(parents=True, exist_ok=True)
     entry = results.setdefault(args.model, {})
     if "train" not in entry:
-        entry["train"] = measure_train(python, args.model, data_dir, work, args.train_minutes)
-        entry["train"]["minutes"] = args.train_minutes
+        train = measure_train(
+            python, args.model, data_dir, work, args.train_minutes, args.log_every
+        )
+        entry["train"] = {**train, "minutes": args.train_minutes, "conditions": conditions()}
         save_results(out, results)
     for name in args.decode:
         if name not in entry:
             beam = 5 if name == "beam5" else 1
-            entry[name] = measure_decode(python, args.model, data_dir, work, beam)
+            decode = measure_decode(python, args.model, data_dir, work, beam)
+            entry[name] = {**decode, "conditions": conditions()}
             save_results(out, results)
     print(json.dumps(results, indent=2))
 

@@ -77,6 +77,9 @@ def test_parse_train_log_medians_after_warmup(peer: ModuleType) -> None:
     assert result["intervals"] == 3
     assert result["target_tokens_per_sec"] == pytest.approx(428.0)  # median of 425, 431
     assert result["target_tokens_per_sec_all"] == [394.0, 425.0, 431.0]
+    assert not result["warmup_included"]
+    first = TRAIN_LOG.splitlines()[:2]  # only the warm-up interval: kept, and flagged
+    assert peer.parse_train_log("\n".join(first))["warmup_included"]
 
 
 def test_parse_train_log_without_lines(peer: ModuleType) -> None:
