@@ -25,11 +25,12 @@ Usage::
 
     python scripts/peer_joey.py --model transformer --train-minutes 2 --decode greedy
     python scripts/peer_joey.py --model rnn --train-minutes 1 --out bench/joey.json
+    python scripts/peer_joey.py --train-minutes 0 --decode beam5 --checkpoint BEST.ckpt
 
 The JSON holds one entry per model with ``train``, ``beam5`` and ``greedy``; an entry that
 is there is not measured again (``--force`` redoes the chosen model's). Decoding uses the
-weights the timed training left, so after a short budget the hypotheses run long and the
-sentences/s are not those of a trained model.
+weights the timed training left unless ``--checkpoint`` names a trained one: after a short
+budget the hypotheses' lengths are not those of a trained model, nor are the sentences/s.
 
 Run it with ``nice -n 19 OMP_NUM_THREADS=1`` beside other work; figures taken that way are
 checks that the pipeline runs, not benchmark numbers.
@@ -181,14 +182,30 @@ def rewrite_config(
     return text
 
 
+def with_test_checkpoint(text: str, checkpoint: Path) -> str:
+    """Make ``joey.py test`` decode ``checkpoint`` (``testing.load_model``), not model_dir's."""
+    if not re.search(r"^testing:\s*$", text, re.MULTILINE):
+        raise KeyError("config has no `testing:` section")
+    line = f'    load_model: "{checkpoint}"'
+    return re.sub(r"^testing:\s*$", lambda m: f"{m.group(0)}\n{line}", text, flags=re.MULTILINE)
+
+
 def write_config(
-    model: str, data_dir: Path, work: Path, name: str, overrides: dict[str, str]
+    model: str,
+    data_dir: Path,
+    work: Path,
+    name: str,
+    overrides: dict[str, str],
+    checkpoint: Path | None = None,
 ) -> Path:
     """Write a Joey config for ``model`` (transformer | rnn) under ``work``; return its path."""
     source = (PEERS / f"{model}.yaml").read_text(encoding="utf-8")
     path = work / "configs" / f"{model}.{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(rewrite_config(source, data_dir, work / "models", overrides), "utf-8")
+    text = rewrite_config(source, data_dir, work / "models", overrides)
+    if checkpoint is not None:
+        text = with_test_checkpoint(text, checkpoint)
+    path.write_text(text, "utf-8")
     return path
 
 
@@ -310,11 +327,13 @@ def measure_train(
     }
 
 
-def measure_decode(python: Path, model: str, data_dir: Path, work: Path, beam: int) -> dict:
-    """Decode test_2016 with the weights the timed training left; sentences/s and peak RSS."""
+def measure_decode(
+    python: Path, model: str, data_dir: Path, work: Path, beam: int, checkpoint: Path | None
+) -> dict:
+    """Decode test_2016 (``checkpoint`` or the timed training's last weights); sentences/s."""
     name = f"beam{beam}"
     overrides = {"dev": f'"{data_dir}/dev1"', "beam_size": str(beam)}
-    config = write_config(model, data_dir, work, name, overrides)
+    config = write_config(model, data_dir, work, name, overrides, checkpoint)
     text, _, peak_gb = run_joey(python, "test", config, work / f"{model}.{name}.log")
     seconds = parse_test_log(text).get("test")
     if seconds is None:
@@ -326,6 +345,7 @@ def measure_decode(python: Path, model: str, data_dir: Path, work: Path, beam: i
         "seconds": seconds,
         "sentences_per_sec": round(sentences / seconds, 2),
         "peak_rss_gb": round(peak_gb, 2),
+        "checkpoint": str(checkpoint) if checkpoint else "last weights of the timed training",
     }
 
 
@@ -361,6 +381,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=["beam5", "greedy"],
         help="decoding measurements to take (none: training only)",
     )
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="a trained Joey checkpoint to decode (default: the timed training's weights)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON (default: CACHE/joey.json)")
     parser.add_argument(
         "--force", action="store_true", help="redo this model's finished measurements"
@@ -379,7 +405,7 @@ def main(argv: list[str] | None = None) -> None:
     work = args.cache / "joey-runs" / args.model
     work.mkdir(parents=True, exist_ok=True)
     entry = results.setdefault(args.model, {})
-    if "train" not in entry:
+    if "train" not in entry and args.train_minutes > 0:  # 0: decode --checkpoint only
         train = measure_train(
             python, args.model, data_dir, work, args.train_minutes, args.log_every
         )
@@ -388,7 +414,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.decode:
         if name not in entry:
             beam = 5 if name == "beam5" else 1
-            decode = measure_decode(python, args.model, data_dir, work, beam)
+            decode = measure_decode(python, args.model, data_dir, work, beam, args.checkpoint)
             entry[name] = {**decode, "conditions": conditions()}
             save_results(out, results)
     print(json.dumps(results, indent=2))

@@ -88,3 +88,10 @@ def test_parse_train_log_without_lines(peer: ModuleType) -> None:
 
 def test_parse_test_log_per_data_set(peer: ModuleType) -> None:
     assert peer.parse_test_log(TEST_LOG) == {"dev": 0.1797, "test": 171.0053}
+
+
+def test_with_test_checkpoint_sets_load_model(peer: ModuleType) -> None:
+    text = peer.with_test_checkpoint(CONFIG, Path("/m/best.ckpt"))
+    assert 'testing:\n    load_model: "/m/best.ckpt"\n    beam_size: 5\n' in text
+    with pytest.raises(KeyError, match="testing"):
+        peer.with_test_checkpoint("model_dir: x\n", Path("/m/best.ckpt"))
