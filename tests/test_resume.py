@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 from tiny_run import tiny_config, write_config
 
 from seq2seq.checkpoint_io import SafeCheckpointIO
@@ -21,44 +20,19 @@ EPOCHS = 3
 
 
 def config(root: Path, corpus: Path) -> Path:
-    settings = {
-        "seed_everything": 7,
-        "trainer": {
-            "accelerator": "cpu",
-            "devices": 1,
-            "max_epochs": EPOCHS,
-            "default_root_dir": str(root),
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "num_sanity_val_steps": 0,
-            "log_every_n_steps": 1,
-        },
-        "checkpoint": {
-            "dirpath": str(root / "checkpoints"),
-            "every_n_train_steps": 1,  # a fresh `last` after every step: kills land mid-epoch
-            "save_top_k": 0,
-        },
-        "model": {
-            "model": {
-                "class_path": "seq2seq.rnn.RNNSeq2Seq",
-                "init_args": {"embed_size": 16, "hidden_size": 16, "dropout": 0.3},
-            },
-            "lr": 0.003,
-            "warmup_steps": 5,
-        },
-        "data": {
-            "source": str(corpus),
-            "src_lang": "en",
-            "tgt_lang": "de",
-            "vocab_size": 400,
-            "max_piece_length": 7,
-            "max_tokens": 400,
-            "cache_dir": str(root.parent / "cache"),
-        },
+    """The tiny run with dropout on, three epochs and a fresh `last` after every step."""
+    settings = tiny_config(root, corpus)
+    settings["seed_everything"] = 7
+    settings["trainer"].update(max_epochs=EPOCHS, default_root_dir=str(root), log_every_n_steps=1)
+    settings["checkpoint"] = {
+        "dirpath": str(root / "checkpoints"),
+        "every_n_train_steps": 1,  # a fresh `last` after every step: kills land mid-epoch
+        "save_top_k": 0,
     }
-    path = root.with_suffix(".yaml")
-    path.write_text(yaml.safe_dump(settings))
-    return path
+    settings["model"]["model"]["init_args"]["dropout"] = 0.3
+    settings["model"].update(lr=0.003, warmup_steps=5)
+    settings["data"].update(max_tokens=400, cache_dir=str(root.parent / "cache"))
+    return write_config(root.with_suffix(".yaml"), settings)
 
 
 def fit(cfg: Path, *extra: str) -> subprocess.Popen:
