@@ -46,7 +46,13 @@ def masked_softmax(scores: Tensor, valid_lens: Tensor | None) -> Tensor:
     """
     if valid_lens is None:
         return torch.softmax(scores, dim=-1)
-    mask = key_mask(valid_lens, scores.size(-1), scores.dim())
+    return softmax_where(scores, key_mask(valid_lens, scores.size(-1), scores.dim()))
+
+
+def softmax_where(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the last axis of ``scores`` restricted to where the bool ``mask`` (which
+    broadcasts against it) is True: exactly 0 elsewhere, and all zeros for a row with no
+    True position (never NaN)."""
     lowest = torch.finfo(scores.dtype).min
     weights = torch.softmax(scores.masked_fill(~mask, lowest), dim=-1)
     # Multiplying by the mask makes masked weights exactly 0, and turns the uniform

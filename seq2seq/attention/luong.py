@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from seq2seq.attention.base import Attention, GlobalAttention
 from seq2seq.attention.scores import AdditiveScore, DotScore, GeneralScore, Score
 from seq2seq.errors import Seq2SeqError
-from seq2seq.masking import masked_softmax
+from seq2seq.masking import masked_softmax, softmax_where
 
 ScoreName = Literal["dot", "general", "concat"]
 
@@ -200,8 +200,7 @@ class LocalAttention(Attention):
         positions, inside = self.window_positions(p, lengths)  # [B, Tq, W]
         index = positions.clamp(0, S - 1)  # outside positions read any key, then weigh 0
         scores = self.score.window(queries, gather_window(keys, index))  # [B, Tq, W]
-        lowest = torch.finfo(scores.dtype).min
-        weights = torch.softmax(scores.masked_fill(~inside, lowest), dim=-1) * inside
+        weights = softmax_where(scores, inside)
         if self.predictor is not None:
             distance = positions.float() - p.unsqueeze(-1)
             gaussian = torch.exp(-distance.pow(2) / (2 * self.sigma**2))
