@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sized
 from pathlib import Path
 
 import torch
@@ -56,6 +57,12 @@ def _search(args: argparse.Namespace, n_best: int = 1) -> SearchSettings:
     )
 
 
+def _check_parallel(path_a: str, lines_a: Sized, path_b: str, lines_b: Sized) -> None:
+    """Two files that must hold one line per sentence each, the same sentences."""
+    if len(lines_a) != len(lines_b):
+        raise DataError(f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}")
+
+
 def translate(args: argparse.Namespace) -> None:
     """Translate lines from --input (default stdin) to --output (default stdout)."""
     if args.input:
@@ -89,8 +96,7 @@ def translate(args: argparse.Namespace) -> None:
 def evaluate(args: argparse.Namespace) -> None:
     """Translate --src and score it against --ref: BLEU, chrF, and the literature's BLEU."""
     sources, refs = read_lines(args.src), read_lines(args.ref)
-    if len(sources) != len(refs):
-        raise DataError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(refs)}")
+    _check_parallel(args.src, sources, args.ref, refs)
     trained = load_trained(args.ckpt)
     start = time.perf_counter()
     translations = translate_lines(
@@ -141,8 +147,8 @@ def attention(args: argparse.Namespace) -> None:
         raise Seq2SeqError(f"--threshold must be in (0, 1], got {args.threshold}")
     sources = read_lines(args.src)
     references = read_lines(args.ref) if args.ref else None
-    if references is not None and len(references) != len(sources):
-        raise DataError(f"{args.src} has {len(sources)} lines but {args.ref} has {len(references)}")
+    if references is not None:
+        _check_parallel(args.src, sources, args.ref, references)
     trained = load_trained(args.ckpt)
     reverse = load_trained(args.reverse_ckpt) if args.reverse_ckpt else None
     if reverse is not None:
@@ -187,8 +193,7 @@ def align_score(args: argparse.Namespace) -> None:
     """Score word alignments against gold ones: AER, precision and recall (Och & Ney 2003;
     gold links written 3p4 or 3-4-P are possible, the others sure)."""
     gold, hyp = read_gold(args.gold, args.one_indexed), read_links(args.hyp)
-    if len(gold) != len(hyp):
-        raise DataError(f"{args.gold} has {len(gold)} lines but {args.hyp} has {len(hyp)}")
+    _check_parallel(args.gold, gold, args.hyp, hyp)
     score = score_alignments(gold, hyp)
     for name, value in [
         ("AER", score.aer),
