@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 
 import torch
 import yaml
-from tiny_run import SIZES, tiny_config, write_config
+from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 
 from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.cli import ConfigIntoCheckpoint, Seq2SeqCLI, main
@@ -17,16 +15,6 @@ from seq2seq.corpus import write_corpus
 from seq2seq.data import TranslationDataModule
 from seq2seq.task import TranslationTask
 from seq2seq.translator import SearchSettings, translate_lines
-
-
-def run_seq2seq(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "seq2seq.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def stdin(text: str) -> io.TextIOWrapper:

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import torch
-from tiny_run import tiny_config, write_config
+from tiny_run import run_seq2seq, tiny_config, write_config
 
 
 def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translates(
@@ -19,12 +15,7 @@ def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translat
     config = tiny_config(tmp_path, trained_run["corpus"])
     config["trainer"].update(strategy="ddp", devices=2)
     path = write_config(tmp_path / "ddp.yaml", config)
-    fit = subprocess.run(
-        [sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    fit = run_seq2seq("fit", "--config", str(path), timeout=600)
     assert fit.returncode == 0, fit.stderr[-3000:]
     assert "distributed_backend=gloo" in fit.stderr + fit.stdout
 
@@ -40,19 +31,11 @@ def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translat
         bleu = [row["val_bleu"] for row in csv.DictReader(f) if row.get("val_bleu")]
     assert len(bleu) == epochs
 
-    translate = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "seq2seq.cli",
-            "translate",
-            "--ckpt",
-            str(tmp_path / "run/checkpoints/last.ckpt"),
-        ],
-        input="twenty-one\nthree hundred and five\n",
-        capture_output=True,
-        text=True,
-        timeout=300,
+    translate = run_seq2seq(
+        "translate",
+        "--ckpt",
+        str(tmp_path / "run/checkpoints/last.ckpt"),
+        stdin="twenty-one\nthree hundred and five\n",
     )
     assert translate.returncode == 0, translate.stderr[-2000:]
     assert len(translate.stdout.splitlines()) == 2  # one line per input (2 epochs: maybe blank)
@@ -65,27 +48,13 @@ def test_ddp_stops_every_process_when_one_has_a_nan_loss(trained_run, tmp_path):
     config["trainer"]["callbacks"] = [  # NaN logits at step 2 on process 1 only
         {"class_path": "test_nonfinite_loss.NaNLogitsAtStep", "init_args": {"step": 2, "rank": 1}}
     ]
-    tests = str(Path(__file__).parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "seq2seq.cli", "fit", "--config"]
-    fit = subprocess.run(
-        [*command, str(write_config(tmp_path / "nan.yaml", config))],
-        capture_output=True,
-        text=True,
-        timeout=300,  # a process stopping alone would leave the other waiting until here
-        env=env,
-    )
+    # a process stopping alone would leave the other waiting until the timeout
+    fit = run_seq2seq("fit", "--config", str(write_config(tmp_path / "nan.yaml", config)))
     assert fit.returncode == 1, fit.stderr[-3000:]
     assert "Traceback" not in fit.stderr
     assert "seq2seq: error: the training loss is nan at step 2 (epoch 0, batch 2)" in fit.stderr
 
     config["model"]["nonfinite_loss"] = "skip"  # Lightning cannot skip a step under DDP
-    skip = subprocess.run(
-        [*command, str(write_config(tmp_path / "skip.yaml", config))],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    skip = run_seq2seq("fit", "--config", str(write_config(tmp_path / "skip.yaml", config)))
     assert skip.returncode == 1
     assert "seq2seq: error: model.nonfinite_loss: skip works on one process only" in skip.stderr

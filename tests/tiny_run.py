@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -47,3 +50,18 @@ def tiny_config(root: Path, corpus: Path) -> dict:
 def write_config(path: Path, config: dict) -> Path:
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def run_seq2seq(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
+    """`seq2seq ARGS` in a child process; configs may name classes from the tests folder
+    (e.g. a callback in test_nonfinite_loss), which is put on its PYTHONPATH."""
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-m", "seq2seq.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
