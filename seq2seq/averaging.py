@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from seq2seq.checkpoint import read_checkpoint
+from seq2seq.checkpoint_io import SafeCheckpointIO
 from seq2seq.errors import CheckpointError
 from seq2seq.task import CHECKPOINT_KEY
 
@@ -50,10 +49,6 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
 
 
 def save_atomically(checkpoint: dict[str, Any], path: str | Path) -> Path:
-    """torch.save to a temporary file beside ``path``, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(checkpoint, tmp)
-    tmp.replace(path)
-    return path
+    """Write ``checkpoint`` to ``path`` as the Trainer does (``SafeCheckpointIO``): atomically."""
+    SafeCheckpointIO().save_checkpoint(checkpoint, path)
+    return Path(path)
