@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,6 +150,11 @@ def _write_lines(path: Path, lines: Sequence[str]) -> Path:
     return path
 
 
+def _pharaoh(links: Mapping[int, set[Link]], n: int) -> list[str]:
+    """Pharaoh lines of sentences 0 .. n-1; a sentence without links is an empty line."""
+    return [format_pharaoh(links.get(i, set())) for i in range(n)]
+
+
 def inspect_attention(
     trained: Trained,
     sources: Sequence[str],
@@ -200,24 +205,11 @@ def inspect_attention(
                 "forward links only",
                 skipped,
             )
-        files.append(
-            _write_lines(
-                out / "alignments.forward.txt", [format_pharaoh(links[i]) for i in range(n)]
-            )
-        )
-        files.append(
-            _write_lines(
-                out / "alignments.reverse.txt",
-                [format_pharaoh(backward.get(i, set())) for i in range(n)],
-            )
-        )
-        links = {
-            i: symmetrize(links[i], backward[i], options.symmetrization)
-            if i in backward
-            else links[i]
-            for i in range(n)
-        }
-    pharaoh = [format_pharaoh(links[i]) for i in range(n)]
+        files.append(_write_lines(out / "alignments.forward.txt", _pharaoh(links, n)))
+        files.append(_write_lines(out / "alignments.reverse.txt", _pharaoh(backward, n)))
+        how = options.symmetrization
+        links = {**links, **{i: symmetrize(links[i], b, how) for i, b in backward.items()}}
+    pharaoh = _pharaoh(links, n)
     files.append(_write_lines(out / "alignments.txt", pharaoh))
     stats_path = out / "stats.json"
     stats_path.write_text(
