@@ -214,13 +214,12 @@ class TranslationDataModule(pl.LightningDataModule):
             desc=f"tokenising {split}",
         )
         src_len, tgt_len = np.asarray(rows["src_len"]), np.asarray(rows["tgt_len"])
-        keep = np.arange(len(rows))
+        lengths = np.maximum(src_len, tgt_len) + 1
         if split == self.train_split:
             keep = self._filter(pairs, src_len, tgt_len)
-            rows = rows.select(keep)
+            rows, lengths = rows.select(keep), lengths[keep]
         else:
             _report(f"{split}: {len(rows)} pairs")
-        lengths = np.maximum(src_len, tgt_len)[keep] + 1
         return rows.select_columns(["id", "src_ids", "tgt_ids"]), lengths
 
     def _filter(self, pairs: Pairs, src_len: np.ndarray, tgt_len: np.ndarray) -> np.ndarray:
