@@ -207,9 +207,9 @@ class TranslationTask(pl.LightningModule):
         Under DDP each process decodes its own shard of the split (a few sentences twice,
         where the last shards are padded with repeats); BLEU needs the whole corpus once.
         """
-        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        if self.trainer.world_size == 1:
             return self._hypotheses
-        shards: list[dict[int, str] | None] = [None] * dist.get_world_size()
+        shards: list[dict[int, str] | None] = [None] * self.trainer.world_size
         dist.all_gather_object(shards, self._hypotheses)
         return {index: text for shard in shards if shard for index, text in shard.items()}
 

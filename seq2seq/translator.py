@@ -59,9 +59,12 @@ def translate_lines(
     """
     vocab = trained.vocab
     results: list[Translation | None] = [None] * len(lines)
-    nonblank = [i for i, line in enumerate(lines) if line.strip()]
-    for i in set(range(len(lines))) - set(nonblank):
-        results[i] = Translation(lines[i], [""], [Hypothesis([], 0.0, 0.0)])
+    nonblank = []
+    for i, line in enumerate(lines):
+        if line.strip():
+            nonblank.append(i)
+        else:
+            results[i] = Translation(line, [""], [Hypothesis([], 0.0, 0.0)])
     src_ids = vocab.src.encode_batch([lines[i] for i in nonblank])
     for position, ids in enumerate(src_ids):
         if len(ids) > max_source_len:
