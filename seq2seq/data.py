@@ -105,10 +105,11 @@ class TranslationDataModule(pl.LightningDataModule):
         hub_config: str | None = None,
     ) -> None:
         super().__init__()
+        eval_max_tokens = eval_max_tokens or max_tokens
         for name, value in [
             ("vocab_size", vocab_size),
             ("max_tokens", max_tokens),
-            ("eval_max_tokens", eval_max_tokens or max_tokens),
+            ("eval_max_tokens", eval_max_tokens),
             ("max_len", max_len),
             ("max_piece_length", max_piece_length),
         ]:
@@ -126,7 +127,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.vocab_size, self.spm_model_type = vocab_size, spm_model_type
         self.joint_vocab, self.character_coverage = joint_vocab, character_coverage
         self.max_piece_length = max_piece_length
-        self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens or max_tokens
+        self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.max_len, self.seed, self.num_workers = max_len, seed, num_workers
         self.cache_dir = Path(cache_dir)
         self._vocab: Vocabulary | None = None
