@@ -40,3 +40,21 @@ def trained_run(tmp_path_factory) -> dict:
         "config": config,
         "ckpt": root / "run/checkpoints/last.ckpt",
     }
+
+
+@pytest.fixture(scope="session")
+def trained_transformer(trained_run, tmp_path_factory) -> Path:
+    """`seq2seq fit` of a one-epoch Transformer (1+2 layers, 2 heads) on the tiny corpus;
+    its last checkpoint."""
+    root = tmp_path_factory.mktemp("transformer")
+    config = tiny_config(root, trained_run["corpus"])
+    config["trainer"]["max_epochs"] = 1
+    config["model"]["model"] = {
+        "class_path": "seq2seq.transformer.Transformer",
+        "init_args": {
+            "model_size": 16, "num_heads": 2, "ff_size": 32, "encoder_layers": 1,
+            "decoder_layers": 2,
+        },
+    }  # fmt: skip
+    main(["fit", "--config", str(write_config(root / "t.yaml", config))])
+    return root / "run/checkpoints/last.ckpt"

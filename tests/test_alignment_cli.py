@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny_run import tiny_config, write_config
 
 from seq2seq.alignment import InspectOptions, inspect_attention, read_gold, read_links
 from seq2seq.alignment.links import grow_diag
@@ -150,27 +149,10 @@ def test_attention_mistakes_are_one_line_errors(
     assert len(error) == 1 and error[0].startswith("seq2seq: error: ") and message in error[0]
 
 
-@pytest.fixture(scope="module")
-def transformer_ckpt(trained_run, tmp_path_factory):
-    """A one-epoch Transformer of 2 layers x 2 heads on the tiny corpus (a few seconds)."""
-    root = tmp_path_factory.mktemp("transformer")
-    config = tiny_config(root, trained_run["corpus"])
-    config["trainer"]["max_epochs"] = 1
-    config["model"]["model"] = {
-        "class_path": "seq2seq.transformer.Transformer",
-        "init_args": {
-            "model_size": 16, "num_heads": 2, "ff_size": 32, "encoder_layers": 1,
-            "decoder_layers": 2,
-        },
-    }  # fmt: skip
-    main(["fit", "--config", str(write_config(root / "t.yaml", config))])
-    return root / "run/checkpoints/last.ckpt"
-
-
-def test_transformer_layers_and_heads(transformer_ckpt, test_files, tmp_path, capsys):
+def test_transformer_layers_and_heads(trained_transformer, test_files, tmp_path, capsys):
     src, ref = test_files
     out = tmp_path / "transformer"
-    main(["attention", "--ckpt", str(transformer_ckpt), "--src", str(src), "--ref", str(ref),
+    main(["attention", "--ckpt", str(trained_transformer), "--src", str(src), "--ref", str(ref),
           "--out", str(out), "--limit", "2", "--layer", "-1"])  # fmt: skip
     assert len(list(out.glob("*.png"))) == 2
     assert_links_fit_the_words(read_links(out / "alignments.txt"), lines(src), lines(ref))
@@ -181,7 +163,7 @@ def test_transformer_layers_and_heads(transformer_ckpt, test_files, tmp_path, ca
     assert len(data["sentences"][0]["w"][0]) == 4  # [T][layers x heads][S]
     capsys.readouterr()
     with pytest.raises(SystemExit):
-        main(["attention", "--ckpt", str(transformer_ckpt), "--src", str(src), "--out",
+        main(["attention", "--ckpt", str(trained_transformer), "--src", str(src), "--out",
               str(tmp_path / "x"), "--layer", "2"])  # fmt: skip
     assert "--layer 2 does not exist" in capsys.readouterr().err
 

@@ -120,18 +120,10 @@ def test_average_is_the_mean_of_the_weights_and_translates(trained_run, tmp_path
     assert len(translations) == 3
 
 
-def test_transformer_fits_translates_and_draws_attention(trained_run, tmp_path, capsys):
-    config = tiny_config(tmp_path, trained_run["corpus"])
-    config["trainer"]["max_epochs"] = 1
-    config["model"]["model"] = {
-        "class_path": "seq2seq.transformer.Transformer",
-        "init_args": {
-            "model_size": 16, "num_heads": 2, "ff_size": 32, "encoder_layers": 1,
-            "decoder_layers": 1,
-        },
-    }  # fmt: skip
-    main(["fit", "--config", str(write_config(tmp_path / "t.yaml", config))])
-    ckpt = tmp_path / "run/checkpoints/last.ckpt"
+def test_transformer_fits_translates_and_draws_attention(
+    trained_run, trained_transformer, tmp_path, capsys
+):
+    ckpt = trained_transformer
     src = trained_run["corpus"] / "test.en"
     main(["translate", "--ckpt", str(ckpt), "--input", str(src), "--beam", "2"])
     assert len(capsys.readouterr().out.splitlines()) == SIZES["test"]
