@@ -8,7 +8,6 @@ whatever the caller asks, so a checkpoint cannot execute code while it is read.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
+from seq2seq.atomic import write_atomically
 from seq2seq.checkpoint import read_checkpoint
 
 
@@ -27,14 +27,7 @@ class SafeCheckpointIO(TorchCheckpointIO):
     ) -> None:
         if storage_options is not None:
             raise TypeError("SafeCheckpointIO writes local files and takes no storage_options")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as file:
-            torch.save(checkpoint, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, lambda file: torch.save(checkpoint, file))
 
     def load_checkpoint(
         self,

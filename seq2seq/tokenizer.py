@@ -15,14 +15,15 @@ import hashlib
 import io
 import json
 import logging
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import methodcaller
 from pathlib import Path
 from typing import Any, Literal
 
 import sentencepiece as spm
 
+from seq2seq.atomic import write_atomically
 from seq2seq.errors import CheckpointError, DataError
 from seq2seq.model import VocabSpec
 
@@ -219,13 +220,6 @@ def text_fingerprint(*columns: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, then rename it into place."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def load_or_train_vocabulary(
     cache_dir: str | Path,
     src_texts: Sequence[str],
@@ -262,7 +256,7 @@ def load_or_train_vocabulary(
     )
     folder.mkdir(parents=True, exist_ok=True)
     for path, tokenizer in zip(paths, (vocab.src, vocab.tgt), strict=False):
-        _write_atomically(path, tokenizer.to_bytes())
+        write_atomically(path, methodcaller("write", tokenizer.to_bytes()))
     log.info(
         "trained a %s SentencePiece vocabulary (%s) in %s",
         model_type,
