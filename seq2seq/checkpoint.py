@@ -37,6 +37,10 @@ class Trained:
     config: dict[str, Any]
 
     @property
+    def src_lang(self) -> str | None:
+        return self.config.get("data", {}).get("src_lang")
+
+    @property
     def tgt_lang(self) -> str | None:
         return self.config.get("data", {}).get("tgt_lang")
 

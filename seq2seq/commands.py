@@ -180,8 +180,8 @@ def attention(args: argparse.Namespace) -> None:
 
 def _check_reverse(trained: Trained, reverse: Trained) -> None:
     """A reverse-direction model must translate the other way (when the configs say)."""
-    forward = (trained.config.get("data", {}).get("src_lang"), trained.tgt_lang)
-    backward = (reverse.config.get("data", {}).get("src_lang"), reverse.tgt_lang)
+    forward = (trained.src_lang, trained.tgt_lang)
+    backward = (reverse.src_lang, reverse.tgt_lang)
     if None not in forward + backward and backward != forward[::-1]:
         raise Seq2SeqError(
             f"--reverse-ckpt translates {backward[0]}->{backward[1]}; "
