@@ -15,7 +15,7 @@ DEMO_DATA := data/numbers-en-de
 DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
-.PHONY: install demo test lint multi30k clean-demo bench
+.PHONY: install demo test lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey bench-quality
 
 install: $(STAMP)
 
@@ -38,12 +38,53 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest
 
-# Attention benchmarks: one decoder step against source length (seconds), then every
-# configs/multi30k/en-de variant trained for BENCH_MINUTES each (hours; resumable).
-BENCH_MINUTES ?= 20
-bench: $(STAMP) multi30k
-	$(BIN)/python scripts/bench_attention_step.py --out runs/bench/attention-step
-	$(BIN)/python scripts/bench_attention_variants.py --minutes $(BENCH_MINUTES) --data data/multi30k --out runs/bench/attention-variants
+# Benchmarks (docs: BENCHMARKS.md). Each part runs on its own (`make bench-speed`, ...) and
+# is resumable: a finished measurement is a file and is not redone. A full run takes hours;
+# `make bench QUICK=1` checks every part in minutes, into runs/bench-quick.
+BENCH_MINUTES ?= 60
+JOEY_MINUTES ?= 30
+ifeq ($(QUICK),1)
+BENCH := runs/bench-quick
+STEP_ARGS := --lengths 50 1000 --seconds 0.05
+SPEED_ARGS := --steps 3 --rounds 1
+SCALE_ARGS := --budgets 500 2000 --steps 2 --lengths 25 100
+JOEY_MODELS := transformer
+JOEY_ARGS := --train-minutes 0.5 --test-lines 20
+QUALITY_PAIRS := en-de
+QUALITY_ARGS := --smoke --test-lines 20 --configs bahdanau transformer
+else
+BENCH := runs/bench
+STEP_ARGS :=
+SPEED_ARGS := --steps 20 --rounds 4
+SCALE_ARGS :=
+JOEY_MODELS := transformer rnn
+JOEY_ARGS := --train-minutes $(JOEY_MINUTES)
+QUALITY_PAIRS := en-de en-fr
+QUALITY_ARGS := --minutes $(BENCH_MINUTES)
+endif
+RUN_PY := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/python
+
+bench: bench-step bench-speed bench-scale bench-joey bench-quality
+	$(RUN_PY) scripts/bench_summary.py $(BENCH)
+
+bench-step: $(BENCH)/attention-step/step_times.json
+$(BENCH)/attention-step/step_times.json: | $(STAMP)
+	$(RUN_PY) scripts/bench_attention_step.py --out $(@D) $(STEP_ARGS)
+
+bench-speed: $(BENCH)/transformer-speed.json
+$(BENCH)/transformer-speed.json: | $(STAMP) multi30k
+	$(RUN_PY) scripts/bench_transformer_speed.py --data data/multi30k --out $@ $(SPEED_ARGS)
+
+bench-scale: $(STAMP) multi30k
+	$(RUN_PY) scripts/bench_scale.py --data data/multi30k --out $(BENCH)/scale $(SCALE_ARGS)
+
+bench-joey: $(STAMP) multi30k
+	for model in $(JOEY_MODELS); do \
+	  $(RUN_PY) scripts/peer_joey.py --model $$model --out $(BENCH)/joey.json $(JOEY_ARGS) || exit 1; done
+
+bench-quality: $(STAMP) multi30k
+	for pair in $(QUALITY_PAIRS); do \
+	  $(RUN_PY) scripts/bench_quality.py --pair $$pair --out $(BENCH)/quality-$$pair $(QUALITY_ARGS) || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

@@ -327,18 +327,38 @@ def measure_train(
     }
 
 
+def test_subset(data_dir: Path, lines: int | None) -> Path:
+    """Prefix of the test files: test_2016 itself, or its first ``lines`` sentences."""
+    if lines is None:
+        return data_dir / "test_2016_flickr"
+    prefix = data_dir / f"test{lines}"
+    for lang in LANGS:
+        text = (data_dir / f"test_2016_flickr.{lang}").read_text(encoding="utf-8")
+        (prefix.parent / f"{prefix.name}.{lang}").write_text(
+            "".join(line + "\n" for line in text.splitlines()[:lines]), encoding="utf-8"
+        )
+    return prefix
+
+
 def measure_decode(
-    python: Path, model: str, data_dir: Path, work: Path, beam: int, checkpoint: Path | None
+    python: Path,
+    model: str,
+    data_dir: Path,
+    work: Path,
+    beam: int,
+    checkpoint: Path | None,
+    test_lines: int | None = None,
 ) -> dict:
     """Decode test_2016 (``checkpoint`` or the timed training's last weights); sentences/s."""
     name = f"beam{beam}"
-    overrides = {"dev": f'"{data_dir}/dev1"', "beam_size": str(beam)}
+    test = test_subset(data_dir, test_lines)
+    overrides = {"dev": f'"{data_dir}/dev1"', "test": f'"{test}"', "beam_size": str(beam)}
     config = write_config(model, data_dir, work, name, overrides, checkpoint)
     text, _, peak_gb = run_joey(python, "test", config, work / f"{model}.{name}.log")
     seconds = parse_test_log(text).get("test")
     if seconds is None:
         raise RuntimeError(f"no test generation time in {work / f'{model}.{name}.log'}")
-    sentences = len((data_dir / "test_2016_flickr.en").read_text("utf-8").splitlines())
+    sentences = len(test.with_name(f"{test.name}.en").read_text("utf-8").splitlines())
     return {
         "beam": beam,
         "sentences": sentences,
@@ -387,6 +407,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="a trained Joey checkpoint to decode (default: the timed training's weights)",
     )
+    parser.add_argument("--test-lines", type=int, help="decode only the first N test sentences")
     parser.add_argument("--out", type=Path, default=None, help="JSON (default: CACHE/joey.json)")
     parser.add_argument(
         "--force", action="store_true", help="redo this model's finished measurements"
@@ -414,7 +435,9 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.decode:
         if name not in entry:
             beam = 5 if name == "beam5" else 1
-            decode = measure_decode(python, args.model, data_dir, work, beam, args.checkpoint)
+            decode = measure_decode(
+                python, args.model, data_dir, work, beam, args.checkpoint, args.test_lines
+            )
             entry[name] = {**decode, "conditions": conditions()}
             save_results(out, results)
     print(json.dumps(results, indent=2))

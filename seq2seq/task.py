@@ -49,16 +49,30 @@ def batch_target_tokens(batch: Batch) -> int:
     return int(batch.tgt_lens.sum())
 
 
+Schedule = Literal["inverse_sqrt", "constant", "cosine"]
+
+
 def warmup_then_decay(
-    warmup_steps: int, schedule: Literal["inverse_sqrt", "constant"]
+    warmup_steps: int, schedule: Schedule, total_steps: int | None = None
 ) -> Callable[[int], float]:
-    """Learning-rate multiplier: linear warm-up to 1, then 1/sqrt decay (or constant)."""
+    """Learning-rate multiplier: linear warm-up to 1, then 1/sqrt decay, constant, or a
+    cosine that reaches 0 at ``total_steps`` (needed, and only used, by ``"cosine"``)."""
+    if schedule == "cosine" and (total_steps is None or total_steps <= warmup_steps):
+        raise ValueError(
+            f"the cosine schedule needs more training steps ({total_steps}) than warm-up "
+            f"steps ({warmup_steps}); set trainer.max_epochs or trainer.max_steps"
+        )
 
     def factor(step: int) -> float:
         step = step + 1
         if step < warmup_steps:
             return step / warmup_steps
-        return math.sqrt(warmup_steps / step) if schedule == "inverse_sqrt" else 1.0
+        if schedule == "inverse_sqrt":
+            return math.sqrt(warmup_steps / step)
+        if schedule == "cosine":
+            done = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+            return 0.5 * (1.0 + math.cos(math.pi * done))
+        return 1.0
 
     return factor
 
@@ -82,7 +96,7 @@ class TranslationTask(pl.LightningModule):
         betas: tuple[float, float] = (0.9, 0.98),
         weight_decay: float = 0.0,
         warmup_steps: int = 1000,
-        schedule: Literal["inverse_sqrt", "constant"] = "inverse_sqrt",
+        schedule: Schedule = "inverse_sqrt",
         val_beam_size: int = 1,
         test_beam_size: int = 5,
         length_penalty: float = 1.0,
@@ -238,8 +252,11 @@ class TranslationTask(pl.LightningModule):
             betas=self.betas,
             weight_decay=self.weight_decay,
         )
+        # Cosine decays to 0 over the steps that max_epochs/max_steps allow (not max_time).
+        estimate = self.trainer.estimated_stepping_batches
+        total_steps = int(estimate) if self.schedule == "cosine" and math.isfinite(estimate) else None
         schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, warmup_then_decay(self.warmup_steps, self.schedule)
+            optimizer, warmup_then_decay(self.warmup_steps, self.schedule, total_steps)
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 

@@ -95,3 +95,14 @@ def test_with_test_checkpoint_sets_load_model(peer: ModuleType) -> None:
     assert 'testing:\n    load_model: "/m/best.ckpt"\n    beam_size: 5\n' in text
     with pytest.raises(KeyError, match="testing"):
         peer.with_test_checkpoint("model_dir: x\n", Path("/m/best.ckpt"))
+
+
+def test_test_subset_keeps_the_first_lines_of_both_sides(peer: ModuleType, tmp_path: Path):
+    for lang in peer.LANGS:
+        lines = [f"{lang} sentence {i}" for i in range(5)]
+        (tmp_path / f"test_2016_flickr.{lang}").write_text("\n".join(lines) + "\n", "utf-8")
+    assert peer.test_subset(tmp_path, None) == tmp_path / "test_2016_flickr"
+    prefix = peer.test_subset(tmp_path, 2)
+    for lang in peer.LANGS:
+        text = (tmp_path / f"{prefix.name}.{lang}").read_text("utf-8")
+        assert text == f"{lang} sentence 0\n{lang} sentence 1\n"

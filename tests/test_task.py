@@ -15,3 +15,18 @@ def test_warmup_rises_linearly_then_decays_as_inverse_sqrt():
     assert factor(399) == pytest.approx(math.sqrt(100 / 400))
     constant = warmup_then_decay(10, "constant")
     assert constant(1000) == 1.0
+
+
+def test_cosine_falls_from_1_to_0_at_the_last_step():
+    factor = warmup_then_decay(10, "cosine", total_steps=110)
+    assert factor(9) == pytest.approx(1.0)
+    assert factor(59) == pytest.approx(0.5)
+    assert factor(109) == pytest.approx(0.0)
+    assert factor(500) == pytest.approx(0.0)
+    values = [factor(s) for s in range(9, 110)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+
+
+def test_cosine_without_a_step_budget_is_refused():
+    with pytest.raises(ValueError, match="max_epochs or trainer.max_steps"):
+        warmup_then_decay(10, "cosine", total_steps=None)

@@ -1,19 +1,23 @@
-"""Train every attention config on Multi30k En->De under one budget and compare them.
+"""Train every Multi30k config of a language pair under one budget and compare them.
 
-For each config (default: every variant under configs/multi30k/en-de/) this runs
-``seq2seq fit`` with the same budget (``--minutes`` of wall-clock time per config, given
-to Lightning as ``--trainer.max_time``, and/or ``--epochs``), then scores the best
-checkpoint on test_2016_flickr with ``seq2seq evaluate --json --beam 5``, which also
-reports its decoding speed. It writes ``results.md`` and
-``results.json`` with: sacreBLEU, the Multi30k literature's BLEU (lowercased, Moses-
-tokenised), chrF, training target tokens/s (the mean of ``train/device/items_per_sec``
-in the run's metrics.csv), decoding sentences/s and each subprocess's peak RSS.
+For each config (default: every ``configs/multi30k/<pair>/*.yaml``: the attention variants
+and the Transformer) this runs ``seq2seq fit`` with the same budget (``--minutes`` of
+wall-clock time per config, given to Lightning as ``--trainer.max_time``, and/or
+``--epochs``), then scores on test_2016_flickr with ``seq2seq evaluate --json --beam 5``
+(which also reports its decoding speed) the best checkpoint, or, for a config that keeps
+its recent epochs (``recent-*.ckpt``, the Transformer), their average. It writes
+``results.md`` and ``results.json`` with: sacreBLEU, the Multi30k literature's BLEU
+(lowercased, Moses-tokenised), chrF, training target tokens/s (the mean of
+``train/device/items_per_sec`` in the run's metrics.csv), decoding sentences/s, each
+subprocess's peak RSS, and sacreBLEU's paired bootstrap resampling of every config against
+``bahdanau`` and of the best RNN against the Transformer.
 
 It is resumable: a config whose ``<out>/<name>/result.json`` exists is skipped, and a
 finished training (``train.json``) is not redone when only its evaluation is missing.
 
-    python scripts/bench_attention_variants.py --minutes 20                # the benchmark
-    python scripts/bench_attention_variants.py --smoke --configs luong-dot luong-local-p
+    python scripts/bench_quality.py --minutes 20                        # En->De, every config
+    python scripts/bench_quality.py --pair en-fr --minutes 20
+    python scripts/bench_quality.py --smoke --configs luong-dot luong-local-p
 """
 
 from __future__ import annotations
@@ -31,20 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from sacrebleu.metrics import BLEU
+from sacrebleu.significance import PairedTest
 
 from seq2seq.sources import read_lines
 
-CONFIGS = [
-    "bahdanau",
-    "luong-dot",
-    "luong-general",
-    "luong-concat",
-    "luong-location",
-    "luong-local-m",
-    "luong-local-p",
-    "rnn-dot-product",
-    "rnn-multihead",
-]
+BASELINE = "bahdanau"  # every variant is tested against it
+TRANSFORMER = "transformer"
 SEQ2SEQ = [sys.executable, "-m", "seq2seq.cli"]
 TEST_SPLIT = "test_2016_flickr"
 
@@ -137,10 +134,23 @@ def train(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     return result
 
 
+def averaged_checkpoint(trained: dict[str, Any], folder: Path) -> str:
+    """The average of the run's recent-*.ckpt when it keeps several, else its best one."""
+    recent = sorted((folder / "run").glob("logs/version_*/checkpoints/recent-*.ckpt"))
+    if len(recent) < 2:
+        return trained["checkpoint"]
+    averaged = folder / "averaged.ckpt"
+    if not averaged.exists():
+        command = [*SEQ2SEQ, "average", "--ckpts", *map(str, recent), "--out", str(averaged)]
+        if run(command, folder / "average.out", folder / "average.log")["status"] != 0:
+            raise RuntimeError(f"averaging failed, see {folder / 'average.log'}")
+    return str(averaged)
+
+
 def evaluate(checkpoint: str, src: Path, ref: Path, folder: Path, beam: int) -> dict[str, Any]:
     """Scores and decoding speed from ``seq2seq evaluate --json``, and that run's peak RSS."""
     command = [*SEQ2SEQ, "evaluate", "--ckpt", checkpoint, "--src", str(src), "--ref", str(ref)]
-    command += ["--beam", str(beam), "--json"]
+    command += ["--beam", str(beam), "--json", "--output", str(folder / "hypotheses.txt")]
     usage = run(command, folder / "evaluate.json", folder / "evaluate.log")
     if usage["status"] != 0:
         raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")
@@ -150,15 +160,17 @@ def evaluate(checkpoint: str, src: Path, ref: Path, folder: Path, beam: int) -> 
         "bleu_literature": scores.get("bleu_literature", {}).get("score"),
         "chrf": scores["chrf"]["score"],
         "bleu_signature": scores["bleu"]["signature"],
+        "evaluated": checkpoint,
         "test_sentences": scores["decoding"]["sentences"],
         "decode_sentences_per_sec": scores["decoding"]["sentences_per_s"],
         "eval_peak_rss_mb": usage["peak_rss_mb"],
     }
 
 
-def test_files(data: Path, lines: int | None, scratch: Path) -> tuple[Path, Path]:
+def test_files(data: Path, pair: str, lines: int | None, scratch: Path) -> tuple[Path, Path]:
     """The test source and reference files, cut to their first ``lines`` in ``scratch``."""
-    src, ref = data / f"{TEST_SPLIT}.en.gz", data / f"{TEST_SPLIT}.de.gz"
+    src_lang, tgt_lang = pair.split("-")
+    src, ref = data / f"{TEST_SPLIT}.{src_lang}.gz", data / f"{TEST_SPLIT}.{tgt_lang}.gz"
     if lines is None:
         return src, ref
     cut = []
@@ -182,9 +194,51 @@ COLUMNS = [
 ]
 
 
-def write_table(results: list[dict[str, Any]], budget: str, out: Path) -> None:
+def paired_bootstrap(
+    results: list[dict[str, Any]], out: Path, ref: Path, samples: int
+) -> list[str]:
+    """sacreBLEU's paired bootstrap: each config against the baseline, best RNN vs Transformer.
+
+    Returns Markdown lines: BLEU with its 95% confidence interval and the p-value of the
+    difference from the baseline of each comparison (the first system of the test).
+    """
+    by_name = {r["name"]: r for r in results}
+    rnns = [r for r in results if r["name"] != TRANSFORMER]
+    comparisons = []
+    if BASELINE in by_name:
+        others = [name for name in by_name if name != BASELINE]
+        if others:
+            comparisons.append((BASELINE, others))
+    if rnns and TRANSFORMER in by_name:
+        best_rnn = max(rnns, key=lambda r: r["bleu"])["name"]
+        if best_rnn != BASELINE:  # else the baseline's row already compares them
+            comparisons.append((best_rnn, [TRANSFORMER]))
+    if not comparisons:
+        return []
+    refs = read_lines(ref)
     lines = [
-        "# Attention variants on Multi30k En->De (test_2016_flickr)",
+        "",
+        f"## Paired bootstrap resampling (sacreBLEU, {samples} samples)",
+        "",
+        "| baseline | system | BLEU (95% CI) | p-value |",
+        "|---|---|---|---|",
+    ]
+    for baseline, systems in comparisons:
+        named = [(name, read_lines(out / name / "hypotheses.txt")) for name in (baseline, *systems)]
+        test = PairedTest(named, {"BLEU": BLEU()}, [refs], test_type="bs", n_samples=samples)
+        _, scores = test()
+        for name, result in zip((baseline, *systems), scores["BLEU"], strict=True):
+            interval = f"{result.score:.2f} ({result.mean:.2f} ± {result.ci:.2f})"
+            p_value = "–" if name == baseline else f"{result.p_value:.4f}"
+            lines.append(f"| {baseline} | {name} | {interval} | {p_value} |")
+    return lines
+
+
+def write_table(
+    results: list[dict[str, Any]], budget: str, pair: str, out: Path, significance: list[str]
+) -> None:
+    lines = [
+        f"# Multi30k {pair} (test_2016_flickr): every config under one budget",
         "",
         f"Budget per config: {budget}. BLEU is sacreBLEU on detokenised text; BLEU (lit.)",
         "is lowercased, Moses-tokenised BLEU as in the Multi30k literature.",
@@ -207,6 +261,7 @@ def write_table(results: list[dict[str, Any]], budget: str, out: Path) -> None:
                 f"Note: {result['name']} was run with another budget ({result['budget']}, "
                 f"{result['test_sentences']} test sentences): use a fresh --out to compare."
             )
+    lines += significance
     (out / "results.md").write_text("\n".join(lines) + "\n")
     (out / "results.json").write_text(
         json.dumps({"budget": budget, "results": results}, indent=2) + "\n"
@@ -216,10 +271,11 @@ def write_table(results: list[dict[str, Any]], budget: str, out: Path) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="+", default=CONFIGS, choices=CONFIGS, metavar="NAME")
-    parser.add_argument("--config-dir", type=Path, default=Path("configs/multi30k/en-de"))
+    parser.add_argument("--pair", default="en-de", help="language pair: configs/multi30k/<pair>")
+    parser.add_argument("--configs", nargs="+", metavar="NAME", help="default: every config")
     parser.add_argument("--data", type=Path, default=Path("data/multi30k"), help="Multi30k folder")
-    parser.add_argument("--out", type=Path, default=Path("runs/bench/attention-variants"))
+    parser.add_argument("--out", type=Path, help="default: runs/bench/quality-<pair>")
+    parser.add_argument("--bootstrap-samples", type=int, default=1000)
     parser.add_argument("--minutes", type=float, help="wall-clock training budget per config")
     parser.add_argument("--epochs", type=int, help="epoch budget per config")
     parser.add_argument("--limit-train-batches", type=int, help="batches per epoch (smoke runs)")
@@ -238,6 +294,16 @@ def parse_args() -> argparse.Namespace:
         parser.error("give a budget: --minutes and/or --epochs (or --smoke)")
     if not (args.data / f"{TEST_SPLIT}.en.gz").exists():
         parser.error(f"no Multi30k corpus in {args.data} (run `make multi30k` or pass --data)")
+    args.config_dir = Path("configs/multi30k") / args.pair
+    available = sorted(path.stem for path in args.config_dir.glob("*.yaml"))
+    if not available:
+        parser.error(f"no configs in {args.config_dir}")
+    unknown = sorted(set(args.configs or []) - set(available))
+    if unknown:
+        parser.error(f"no config {', '.join(unknown)} in {args.config_dir} (has: {available})")
+    # the baseline first, so that a short run still has something to compare against
+    args.configs = sorted(args.configs or available, key=lambda name: (name != BASELINE, name))
+    args.out = args.out or Path("runs/bench") / f"quality-{args.pair}"
     return args
 
 
@@ -255,7 +321,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     results, failures = [], []
     with tempfile.TemporaryDirectory() as scratch:
-        src, ref = test_files(args.data, args.test_lines, Path(scratch))
+        src, ref = test_files(args.data, args.pair, args.test_lines, Path(scratch))
         for name in args.configs:
             folder = args.out / name
             done = folder / "result.json"
@@ -266,8 +332,9 @@ def main() -> None:
             folder.mkdir(parents=True, exist_ok=True)
             try:
                 trained = train(name, args, folder)
-                print(f"[{name}] evaluating {trained['checkpoint']}", flush=True)
-                scores = evaluate(trained["checkpoint"], src, ref, folder, args.beam)
+                checkpoint = averaged_checkpoint(trained, folder)
+                print(f"[{name}] evaluating {checkpoint}", flush=True)
+                scores = evaluate(checkpoint, src, ref, folder, args.beam)
             except (RuntimeError, FileNotFoundError) as error:
                 print(f"[{name}] {error}", file=sys.stderr)
                 failures.append(name)
@@ -275,7 +342,8 @@ def main() -> None:
             result = {"name": name, "budget": budget, **trained, **scores}
             done.write_text(json.dumps(result, indent=2) + "\n")
             results.append(result)
-    write_table(results, budget, args.out)
+        significance = paired_bootstrap(results, args.out, ref, args.bootstrap_samples)
+    write_table(results, budget, args.pair, args.out, significance)
     if failures:
         sys.exit(f"failed: {', '.join(failures)}")
 

@@ -1,0 +1,184 @@
+"""How training cost grows with the batch and with sentence length: Transformer vs Bahdanau RNN.
+
+1. ``throughput``: training target tokens/s against the batch token budget (``max_tokens``)
+   on Multi30k En->De batches: full training steps (bf16 autocast forward, label-smoothed
+   loss, backward, clipping, AdamW), one warm-up batch not counted.
+2. ``memory``: peak resident memory of one training step against sentence length, on
+   synthetic batches of ``--memory-batch`` pairs of L source and L target tokens. Each
+   point runs in its own subprocess, so ``ru_maxrss`` is that step's peak; the report also
+   gives the rise over the process's RSS just before the step (model and optimiser built).
+
+The time of one decoding step against source length is scripts/bench_attention_step.py.
+Both models have the reference sizes of configs/multi30k/en-de (Transformer 3+3 layers,
+d 256, 4 heads, ff 1024; bi-GRU 256 encoder, GRU 256 decoder, additive attention).
+Resumable: points already in ``<out>/scale.json`` are not measured again.
+
+    python scripts/bench_scale.py --data data/multi30k --out runs/bench/scale
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+
+from seq2seq.attention import AdditiveAttention
+from seq2seq.data import Batch, TranslationDataModule
+from seq2seq.loss import label_smoothed_nll
+from seq2seq.model import EncoderDecoder, VocabSpec
+from seq2seq.rnn import RNNSeq2Seq
+from seq2seq.transformer import Transformer
+
+matplotlib.use("Agg")
+
+MODELS = ("transformer", "bahdanau")
+
+
+def build(name: str, vocab: VocabSpec) -> EncoderDecoder:
+    """The reference-size model of configs/multi30k/en-de/<name>.yaml."""
+    if name == "transformer":
+        return Transformer(
+            vocab, model_size=256, num_heads=4, ff_size=1024, encoder_layers=3,
+            decoder_layers=3, dropout=0.2,
+        )  # fmt: skip
+    attention = functools.partial(AdditiveAttention, hidden_size=256)
+    return RNNSeq2Seq(vocab, 256, 256, style="bahdanau", attention=attention, dropout=0.3)
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) -> None:
+    """One training step as TranslationTask takes it, under bf16 autocast."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, _ = model(batch.src, batch.src_lens, batch.tgt_in, need_weights=False)
+    loss, _, n = label_smoothed_nll(logits.float(), batch.tgt_out, batch.tgt_lens, 0.1)
+    (loss / n).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def throughput(name: str, data_dir: str, max_tokens: int, steps: int) -> dict[str, float]:
+    """Target tokens/s of ``steps`` training steps at one batch token budget."""
+    torch.manual_seed(1)
+    data = TranslationDataModule(
+        data_dir, "en", "de", test_split="test_2016_flickr", max_tokens=max_tokens
+    )
+    data.setup("fit")
+    loader = iter(data.train_dataloader())
+    batches = [next(loader) for _ in range(steps + 1)]
+    model = build(name, data.vocab.spec).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    train_step(model, optimizer, batches[0])  # warm-up: allocator and kernel caches
+    start = time.perf_counter()
+    for batch in batches[1:]:
+        train_step(model, optimizer, batch)
+    seconds = time.perf_counter() - start
+    tokens = sum(int(b.tgt_lens.sum()) for b in batches[1:])
+    return {"target_tokens_per_s": tokens / seconds, "steps": steps, "seconds": seconds}
+
+
+def current_rss_gb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 2**20
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def memory_child(name: str, length: int, batch_size: int) -> None:
+    """Run in a fresh process: one training step on [batch_size, length] pairs; print JSON."""
+    torch.manual_seed(1)
+    vocab = VocabSpec(src_size=8000, tgt_size=8000, pad_id=0, bos_id=1, eos_id=2, joint=True)
+    model = build(name, vocab).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(3, 8000, (batch_size, length))
+    lens = torch.full((batch_size,), length)
+    batch = Batch(
+        src=ids, src_lens=lens, ids=torch.arange(batch_size), tgt_in=ids, tgt_out=ids, tgt_lens=lens
+    )
+    before = current_rss_gb()
+    train_step(model, optimizer, batch)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(json.dumps({"peak_rss_gb": peak, "step_rise_gb": peak - before}))
+
+
+def memory(name: str, length: int, batch_size: int) -> dict[str, float]:
+    command = [sys.executable, __file__, "--memory-child", name, str(length), str(batch_size)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def plot(results: dict, out: Path) -> None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for name in MODELS:
+        points = sorted((int(k), v) for k, v in results["throughput"].get(name, {}).items())
+        if points:
+            sizes, rates = [k for k, _ in points], [v["target_tokens_per_s"] for _, v in points]
+            left.plot(sizes, rates, "o-", label=name)
+        points = sorted((int(k), v) for k, v in results["memory"].get(name, {}).items())
+        if points:
+            lengths, peaks = [k for k, _ in points], [v["peak_rss_gb"] for _, v in points]
+            right.plot(lengths, peaks, "o-", label=name)
+    left.set(xscale="log", xlabel="batch token budget (max_tokens)", ylabel="target tokens/s")
+    left.set_title("Training throughput")
+    right.set(xlabel="sentence length (tokens, both sides)", ylabel="peak RSS (GB)")
+    right.set_title(f"One training step, {results['memory_batch']} pairs")
+    for axis in (left, right):
+        axis.grid(alpha=0.3)
+        axis.legend()
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="data/multi30k")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/scale"))
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000, 4000, 8000])
+    parser.add_argument("--steps", type=int, default=10, help="timed batches per budget")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[25, 50, 100, 200, 400])
+    parser.add_argument("--memory-batch", type=int, default=32)
+    parser.add_argument("--memory-child", nargs=3, metavar=("MODEL", "LENGTH", "BATCH"))
+    args = parser.parse_args()
+    if args.memory_child:
+        name, length, batch_size = args.memory_child
+        memory_child(name, int(length), int(batch_size))
+        return
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    record = args.out / "scale.json"
+    results = json.loads(record.read_text()) if record.exists() else {}
+    results.setdefault("throughput", {})
+    results.setdefault("memory", {})
+    results["memory_batch"] = args.memory_batch
+    results["threads"] = torch.get_num_threads()
+    jobs = [("throughput", m, b) for m in args.models for b in args.budgets]
+    jobs += [("memory", m, n) for m in args.models for n in args.lengths]
+    for kind, name, size in jobs:
+        done = results[kind].setdefault(name, {})
+        if str(size) in done:
+            continue
+        if kind == "throughput":
+            done[str(size)] = throughput(name, args.data, size, args.steps)
+            rate = done[str(size)]["target_tokens_per_s"]
+            print(f"{name:12s} max_tokens {size:5d}: {rate:7.0f} tok/s")
+        else:
+            done[str(size)] = memory(name, size, args.memory_batch)
+            print(f"{name:12s} length {size:4d}: peak {done[str(size)]['peak_rss_gb']:.2f} GB")
+        record.write_text(json.dumps(results, indent=2) + "\n")  # a finished point survives
+    plot(results, args.out / "scale.png")
+    print(f"wrote {record} and {args.out / 'scale.png'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Gather the benchmark records of one ``make bench`` folder into a Markdown summary.
+
+Reads what the parts wrote (each may be missing: its rows say so), prints the summary and
+writes it to ``<folder>/summary.md``: every target of BENCHMARKS.md with the measured
+value, Joey NMT's beside ours, and whether the target is met.
+
+    python scripts/bench_summary.py runs/bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def get(record: dict[str, Any], *keys: str) -> Any:
+    """record[k1][k2]... or None when any level is missing."""
+    for key in keys:
+        if not isinstance(record, dict) or key not in record:
+            return None
+        record = record[key]
+    return record
+
+
+def quality_row(results: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((r for r in results.get("results", []) if r["name"] == name), None)
+
+
+def target_line(what: str, ours: float | None, theirs: float | None, goal: float) -> str:
+    """One row: ours, the peer's, their ratio and whether it reaches ``goal`` (a ratio)."""
+    if ours is None or theirs is None:
+        missing = "ours" if ours is None else "the peer's"
+        cells = f"{ours or '–'} | {theirs or '–'} | – | ≥ {goal:g}×"
+        return f"| {what} | {cells} | not measured ({missing}) |"
+    ratio = ours / theirs
+    verdict = "met" if ratio >= goal else "missed"
+    return f"| {what} | {ours:,.1f} | {theirs:,.1f} | {ratio:.2f}× | ≥ {goal:g}× | {verdict} |"
+
+
+def summary(folder: Path) -> str:
+    speed = load(folder / "transformer-speed.json")
+    scale = load(folder / "scale" / "scale.json")
+    joey = load(folder / "joey.json")
+    de = load(folder / "quality-en-de" / "results.json")
+    ours_transformer = get(speed, "median_target_tokens_per_s", "seq2seq Transformer")
+    plain = get(speed, "median_target_tokens_per_s", "torch.nn.Transformer")
+    ours_rnn = get(scale, "throughput", "bahdanau", "2000", "target_tokens_per_s")
+    transformer = quality_row(de, "transformer")
+    rnns = [r for r in de.get("results", []) if r["name"] != "transformer"]
+    best_rnn = max(rnns, key=lambda r: r["bleu_literature"] or 0) if rnns else None
+    lines = [
+        f"# Benchmark summary: {folder}",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, torch {torch.__version__} with {torch.get_num_threads()} threads.",
+        "",
+        "| measurement (peer) | seq2seq | peer | ratio | target | |",
+        "|---|---|---|---|---|---|",
+        target_line(
+            "Transformer training, target tok/s (Joey NMT)",
+            ours_transformer,
+            get(joey, "transformer", "train", "target_tokens_per_sec"),
+            2.5,
+        ),
+        target_line(
+            "Bahdanau RNN training, target tok/s, 2000-token batches (Joey NMT)",
+            ours_rnn,
+            get(joey, "rnn", "train", "target_tokens_per_sec"),
+            2.0,
+        ),
+        target_line(
+            "Transformer beam-5 decoding of test_2016, sentences/s (Joey NMT)",
+            transformer and transformer["decode_sentences_per_sec"],
+            get(joey, "transformer", "beam5", "sentences_per_sec"),
+            10.0,
+        ),
+        target_line(
+            "Transformer training, target tok/s (torch.nn.Transformer)",
+            ours_transformer,
+            plain,
+            1.3,
+        ),
+        "",
+        "| quality (En→De test_2016, literature BLEU) | measured | target | |",
+        "|---|---|---|---|",
+    ]
+    for what, row, goal in (("Transformer", transformer, 41.0), ("best RNN", best_rnn, 38.0)):
+        if row is None or row.get("bleu_literature") is None:
+            lines.append(f"| {what} | – | ≥ {goal} | not measured |")
+            continue
+        verdict = "met" if row["bleu_literature"] >= goal else "missed"
+        label = f"{what} ({row['name']}, {row['budget']})"
+        lines.append(f"| {label} | {row['bleu_literature']:.2f} | ≥ {goal} | {verdict} |")
+    for pair in ("en-de", "en-fr"):
+        table = folder / f"quality-{pair}" / "results.md"
+        if table.exists():
+            lines += ["", table.read_text().replace("# ", "## ", 1).rstrip()]
+    plots = sorted(p.relative_to(folder) for p in folder.rglob("*.png"))
+    if plots:
+        lines += ["", "Plots: " + ", ".join(f"`{p}`" for p in plots)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="what `make bench` wrote (runs/bench)")
+    folder = parser.parse_args().folder
+    if not folder.is_dir():
+        parser.error(f"{folder} is not a folder: run `make bench` (or one of its parts) first")
+    text = summary(folder)
+    (folder / "summary.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
