@@ -1,0 +1,103 @@
+"""scripts/bench_summary.py and bench_quality.py's significance step on made-up records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def load_script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def summary() -> ModuleType:
+    return load_script("bench_summary")
+
+
+@pytest.fixture(scope="module")
+def quality() -> ModuleType:
+    return load_script("bench_quality")
+
+
+def test_target_line_gives_the_ratio_and_the_verdict(summary: ModuleType):
+    met = summary.target_line("tok/s", 2500.0, 800.0, 2.5)
+    assert "3.12×" in met and met.endswith("| met |")
+    assert summary.target_line("tok/s", 1000.0, 800.0, 2.5).endswith("| missed |")
+    assert "not measured (the peer's)" in summary.target_line("tok/s", 1000.0, None, 2.5)
+
+
+def write_json(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+
+
+def test_summary_reads_every_part_and_reports_missing_ones(summary: ModuleType, tmp_path: Path):
+    write_json(
+        tmp_path / "transformer-speed.json",
+        {
+            "median_target_tokens_per_s": {
+                "seq2seq Transformer": 4000.0,
+                "torch.nn.Transformer": 2000.0,
+            }
+        },
+    )
+    write_json(
+        tmp_path / "joey.json", {"transformer": {"train": {"target_tokens_per_sec": 1000.0}}}
+    )
+    rows = [
+        {"name": "bahdanau", "bleu": 30.0, "bleu_literature": 38.5, "budget": "1 min"},
+        {"name": "transformer", "bleu": 35.0, "bleu_literature": 40.0, "budget": "1 min",
+         "decode_sentences_per_sec": 100.0},
+    ]  # fmt: skip
+    write_json(tmp_path / "quality-en-de" / "results.json", {"results": rows})
+    text = summary.summary(tmp_path)
+    lines = text.splitlines()
+    joey_row = next(
+        line for line in lines if "(Joey NMT)" in line and "Transformer training" in line
+    )
+    assert "4.00×" in joey_row and joey_row.endswith("| met |")
+    plain_row = next(line for line in lines if "(torch.nn.Transformer)" in line)
+    assert "2.00×" in plain_row
+    rnn_row = next(line for line in lines if "Bahdanau RNN" in line)
+    assert rnn_row.endswith("not measured (ours) |")
+    assert any(line.startswith("| Transformer (transformer") and "missed" in line for line in lines)
+    assert any(line.startswith("| best RNN (bahdanau") and "| met |" in line for line in lines)
+
+
+def test_paired_bootstrap_compares_every_config_with_the_baseline(
+    quality: ModuleType, tmp_path: Path
+):
+    refs = [f"a small dog number {i} runs on the green grass" for i in range(40)]
+    ref = tmp_path / "ref.txt"
+    ref.write_text("\n".join(refs) + "\n")
+    outputs = {
+        "bahdanau": refs[:20] + ["a dog"] * 20,
+        "luong-dot": ["a dog"] * 40,
+        "transformer": refs,
+    }
+    for name, hyps in outputs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "hypotheses.txt").write_text("\n".join(hyps) + "\n")
+    results = [
+        {"name": "bahdanau", "bleu": 50.0},
+        {"name": "luong-dot", "bleu": 1.0},
+        {"name": "transformer", "bleu": 100.0},
+    ]
+    lines = quality.paired_bootstrap(results, tmp_path, ref, samples=200)
+    rows = [line for line in lines if line.startswith("| bahdanau |")]
+    assert [row.split(" | ")[1] for row in rows] == ["bahdanau", "luong-dot", "transformer"]
+    assert rows[0].endswith("| – |")  # the baseline has no p-value against itself
+    p_values = [float(row.rstrip(" |").split("| ")[-1]) for row in rows[1:]]
+    assert all(p < 0.05 for p in p_values)  # both differ clearly from the baseline
+    assert len(rows) == 3  # the best RNN is the baseline: no second comparison
