@@ -1,9 +1,14 @@
 """The learning-rate schedule."""
 
 import math
+from pathlib import Path
 
 import pytest
+import torch
+from tiny_run import SIZES, tiny_config, write_config
 
+from seq2seq.cli import main
+from seq2seq.corpus import write_corpus
 from seq2seq.task import warmup_then_decay
 
 
@@ -30,3 +35,16 @@ def test_cosine_falls_from_1_to_0_at_the_last_step():
 def test_cosine_without_a_step_budget_is_refused():
     with pytest.raises(ValueError, match="max_epochs or trainer.max_steps"):
         warmup_then_decay(10, "cosine", total_steps=None)
+
+
+def test_a_cosine_fit_ends_at_learning_rate_zero(tmp_path: Path):
+    """The cosine's step budget comes from the Trainer (max_epochs x batches per epoch)."""
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, seed=3, sizes=SIZES)
+    config = tiny_config(tmp_path, corpus)
+    config["model"].update(schedule="cosine", warmup_steps=3)
+    main(["fit", "--config", str(write_config(tmp_path / "cosine.yaml", config))])
+    state = torch.load(tmp_path / "run/checkpoints/last.ckpt", weights_only=True)
+    scheduler = state["lr_schedulers"][0]
+    assert scheduler["last_epoch"] == state["global_step"] > 3
+    assert scheduler["_last_lr"] == [pytest.approx(0.0, abs=1e-12)]
