@@ -32,6 +32,7 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
+from seq2seq.allocator import keep_freed_memory
 from seq2seq.attention import AdditiveAttention
 from seq2seq.data import Batch, TranslationDataModule
 from seq2seq.loss import label_smoothed_nll
@@ -150,6 +151,7 @@ def main() -> None:
     parser.add_argument("--memory-batch", type=int, default=32)
     parser.add_argument("--memory-child", nargs=3, metavar=("MODEL", "LENGTH", "BATCH"))
     args = parser.parse_args()
+    keep_freed_memory()  # as the seq2seq command does
     if args.memory_child:
         name, length, batch_size = args.memory_child
         memory_child(name, int(length), int(batch_size))

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seq2seq.allocator import keep_freed_memory
 from seq2seq.data import Batch, TranslationDataModule
 from seq2seq.loss import label_smoothed_nll
 from seq2seq.masking import sequence_mask
@@ -110,7 +111,12 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="bf16")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile")
     parser.add_argument("--out", default="runs/bench/transformer-speed.json")
+    parser.add_argument(
+        "--glibc-default", action="store_true", help="leave malloc as glibc sets it up"
+    )
     args = parser.parse_args()
+    if not args.glibc_default:
+        keep_freed_memory()  # as the seq2seq command does; it speeds up both contenders
 
     torch.manual_seed(1)
     data = TranslationDataModule(
@@ -145,6 +151,7 @@ def main() -> None:
         "precision": args.precision,
         "max_tokens": args.max_tokens,
         "threads": torch.get_num_threads(),
+        "keep_freed_memory": not args.glibc_default,
         "median_target_tokens_per_s": medians,
         "ratio": ours / plain,
         "compiled_over_eager": (

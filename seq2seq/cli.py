@@ -20,6 +20,7 @@ from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, Throughp
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
+from seq2seq.allocator import keep_freed_memory
 from seq2seq.checkpoint import read_checkpoint
 from seq2seq.commands import COMMANDS, run_command
 from seq2seq.data import TranslationDataModule
@@ -137,6 +138,7 @@ def show_progress_messages() -> None:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     show_progress_messages()
+    keep_freed_memory()  # about a quarter more tokens/s in training on this CPU
     try:
         if args and args[0] in COMMANDS:
             run_command(args)

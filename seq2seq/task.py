@@ -254,7 +254,8 @@ class TranslationTask(pl.LightningModule):
         )
         # Cosine decays to 0 over the steps that max_epochs/max_steps allow (not max_time).
         estimate = self.trainer.estimated_stepping_batches
-        total_steps = int(estimate) if self.schedule == "cosine" and math.isfinite(estimate) else None
+        cosine = self.schedule == "cosine" and math.isfinite(estimate)
+        total_steps = int(estimate) if cosine else None
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, warmup_then_decay(self.warmup_steps, self.schedule, total_steps)
         )

@@ -29,7 +29,7 @@ def test_cosine_falls_from_1_to_0_at_the_last_step():
     assert factor(109) == pytest.approx(0.0)
     assert factor(500) == pytest.approx(0.0)
     values = [factor(s) for s in range(9, 110)]
-    assert all(a >= b for a, b in zip(values, values[1:]))
+    assert all(a >= b for a, b in zip(values[:-1], values[1:], strict=True))
 
 
 def test_cosine_without_a_step_budget_is_refused():

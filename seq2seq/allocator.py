@@ -1,0 +1,35 @@
+"""Keep freed CPU memory inside the process instead of handing it back to the kernel.
+
+glibc's malloc serves large blocks (above 32 MiB at most, a dynamic threshold) with
+``mmap`` and returns them with ``munmap`` when freed, and trims the heap top back to the
+kernel. A training step frees and reallocates the same large tensors (logits, attention
+scores, gradients) every time, so each step pays again for the kernel to map and zero
+those pages. ``keep_freed_memory`` makes malloc take every block from its heap and never
+trim it, so the pages are reused: the process's peak memory is unchanged (it is reached
+on every step anyway), only the mapping churn goes away.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+# mallopt parameters, from glibc's malloc.h
+M_TRIM_THRESHOLD = -1
+M_MMAP_MAX = -4
+
+
+def keep_freed_memory() -> bool:
+    """Tell glibc not to mmap blocks nor trim the heap; False where that is not possible
+    (not Linux, or a C library without ``mallopt``, e.g. musl)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    no_mmap = mallopt(M_MMAP_MAX, 0) == 1
+    no_trim = mallopt(M_TRIM_THRESHOLD, 2**31 - 1) == 1
+    return no_mmap and no_trim
