@@ -241,6 +241,13 @@ def parse_test_log(text: str) -> dict[str, float]:
 # --- runs --------------------------------------------------------------------------------
 
 
+def default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default. A job started in the background
+    (``make bench &``, nohup) inherits SIGINT ignored, and Python then never raises the
+    KeyboardInterrupt on which Joey saves its weights."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_joey(
     python: Path, mode: str, config: Path, log_path: Path, minutes: float | None = None
 ) -> tuple[str, float, float]:
@@ -251,7 +258,9 @@ def run_joey(
     start = time.monotonic()
     deadline = start + minutes * 60 if minutes else None
     with log_path.open("w", encoding="utf-8") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=default_sigint
+        )
         code, usage = wait_child(process, deadline)
     seconds = time.monotonic() - start
     if code != 0 and not minutes:
