@@ -49,7 +49,7 @@ STEP_ARGS := --lengths 50 1000 --seconds 0.05
 SPEED_ARGS := --steps 3 --rounds 1
 SCALE_ARGS := --budgets 500 2000 --steps 2 --lengths 25 100
 JOEY_MODELS := transformer
-JOEY_ARGS := --train-minutes 0.5 --test-lines 20
+JOEY_ARGS := --train-minutes 1.2 --log-every 5 --test-lines 20
 QUALITY_PAIRS := en-de
 QUALITY_ARGS := --smoke --test-lines 20 --configs bahdanau transformer
 else

@@ -117,6 +117,7 @@ def train(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         # the throughput monitor needs 20 batches, then logs every log_every_n_steps
         every = max(1, min(50, args.limit_train_batches // 5))
         command += ["--trainer.limit_train_batches", str(args.limit_train_batches)]
+        command += ["--model.warmup_steps", str(max(1, args.limit_train_batches // 5))]
         command += ["--trainer.log_every_n_steps", str(every)]
     print(f"[{name}] training: {' '.join(command[2:])}", flush=True)
     usage = run(command, folder / "fit.out", folder / "fit.log")

@@ -58,9 +58,10 @@ def warmup_then_decay(
     """Learning-rate multiplier: linear warm-up to 1, then 1/sqrt decay, constant, or a
     cosine that reaches 0 at ``total_steps`` (needed, and only used, by ``"cosine"``)."""
     if schedule == "cosine" and (total_steps is None or total_steps <= warmup_steps):
-        raise ValueError(
+        raise Seq2SeqError(
             f"the cosine schedule needs more training steps ({total_steps}) than warm-up "
-            f"steps ({warmup_steps}); set trainer.max_epochs or trainer.max_steps"
+            f"steps ({warmup_steps}); raise trainer.max_epochs or trainer.max_steps, or lower "
+            "model.warmup_steps"
         )
 
     def factor(step: int) -> float:

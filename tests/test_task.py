@@ -9,6 +9,7 @@ from tiny_run import SIZES, tiny_config, write_config
 
 from seq2seq.cli import main
 from seq2seq.corpus import write_corpus
+from seq2seq.errors import Seq2SeqError
 from seq2seq.task import warmup_then_decay
 
 
@@ -33,7 +34,7 @@ def test_cosine_falls_from_1_to_0_at_the_last_step():
 
 
 def test_cosine_without_a_step_budget_is_refused():
-    with pytest.raises(ValueError, match="max_epochs or trainer.max_steps"):
+    with pytest.raises(Seq2SeqError, match="max_epochs or trainer.max_steps"):
         warmup_then_decay(10, "cosine", total_steps=None)
 
 
