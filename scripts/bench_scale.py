@@ -5,7 +5,7 @@
    loss, backward, clipping, AdamW), one warm-up batch not counted.
 2. ``memory``: peak resident memory of one training step against sentence length, on
    synthetic batches of ``--memory-batch`` pairs of L source and L target tokens. Each
-   point runs in its own subprocess, so ``ru_maxrss`` is that step's peak; the report also
+   point runs in its own subprocess, so its peak RSS (VmHWM) is that step's; the report also
    gives the rise over the process's RSS just before the step (model and optimiser built).
 
 The time of one decoding step against source length is scripts/bench_attention_step.py.
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -87,11 +86,13 @@ def throughput(name: str, data_dir: str, max_tokens: int, steps: int) -> dict[st
     return {"target_tokens_per_s": tokens / seconds, "steps": steps, "seconds": seconds}
 
 
-def current_rss_gb() -> float:
+def proc_status_gb(field: str) -> float:
+    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process, from /proc/self/status. Unlike
+    ``ru_maxrss``, which execve keeps from the parent, VmHWM starts afresh in a new program."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 2**20
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def memory_child(name: str, length: int, batch_size: int) -> None:
@@ -105,9 +106,9 @@ def memory_child(name: str, length: int, batch_size: int) -> None:
     batch = Batch(
         src=ids, src_lens=lens, ids=torch.arange(batch_size), tgt_in=ids, tgt_out=ids, tgt_lens=lens
     )
-    before = current_rss_gb()
+    before = proc_status_gb("VmRSS")
     train_step(model, optimizer, batch)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    peak = proc_status_gb("VmHWM")
     print(json.dumps({"peak_rss_gb": peak, "step_rise_gb": peak - before}))
 
 

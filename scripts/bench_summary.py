@@ -41,7 +41,8 @@ def target_line(what: str, ours: float | None, theirs: float | None, goal: float
     """One row: ours, the peer's, their ratio and whether it reaches ``goal`` (a ratio)."""
     if ours is None or theirs is None:
         missing = "ours" if ours is None else "the peer's"
-        cells = f"{ours or '–'} | {theirs or '–'} | – | ≥ {goal:g}×"
+        shown = [f"{value:,.1f}" if value is not None else "–" for value in (ours, theirs)]
+        cells = f"{shown[0]} | {shown[1]} | – | ≥ {goal:g}×"
         return f"| {what} | {cells} | not measured ({missing}) |"
     ratio = ours / theirs
     verdict = "met" if ratio >= goal else "missed"
