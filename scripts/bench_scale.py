@@ -130,6 +130,9 @@ def plot(results: dict, out: Path) -> None:
             lengths, peaks = [k for k, _ in points], [v["peak_rss_gb"] for _, v in points]
             right.plot(lengths, peaks, "o-", label=name)
     left.set(xscale="log", xlabel="batch token budget (max_tokens)", ylabel="target tokens/s")
+    budgets = sorted({int(k) for points in results["throughput"].values() for k in points})
+    left.set_xticks(budgets, [str(b) for b in budgets])
+    left.minorticks_off()
     left.set_title("Training throughput")
     right.set(xlabel="sentence length (tokens, both sides)", ylabel="peak RSS (GB)")
     right.set_title(f"One training step, {results['memory_batch']} pairs")
