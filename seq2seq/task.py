@@ -52,30 +52,43 @@ def batch_target_tokens(batch: Batch) -> int:
 Schedule = Literal["inverse_sqrt", "constant", "cosine"]
 
 
-def warmup_then_decay(
-    warmup_steps: int, schedule: Schedule, total_steps: int | None = None
-) -> Callable[[int], float]:
+class WarmupThenDecay:
     """Learning-rate multiplier: linear warm-up to 1, then 1/sqrt decay, constant, or a
-    cosine that reaches 0 at ``total_steps`` (needed, and only used, by ``"cosine"``)."""
-    if schedule == "cosine" and (total_steps is None or total_steps <= warmup_steps):
-        raise Seq2SeqError(
-            f"the cosine schedule needs more training steps ({total_steps}) than warm-up "
-            f"steps ({warmup_steps}); raise trainer.max_epochs or trainer.max_steps, or lower "
-            "model.warmup_steps"
-        )
+    cosine that reaches 0 at ``total_steps``.
 
-    def factor(step: int) -> float:
+    The cosine's ``total_steps`` may be set after construction: the task sets it when
+    training starts, once Lightning has restored a resumed run's data position (asking
+    the Trainer for its step budget earlier sets the training data up before that
+    restore, and a resumed epoch would start over). LambdaLR checkpoints its attributes.
+    """
+
+    def __init__(self, warmup_steps: int, schedule: Schedule, total_steps: int | None = None):
+        self.warmup_steps, self.schedule, self.total_steps = warmup_steps, schedule, total_steps
+
+    def check(self) -> None:
+        """Refuse a cosine without more steps than its warm-up."""
+        total, warmup = self.total_steps, self.warmup_steps
+        if self.schedule == "cosine" and (total is None or total <= warmup):
+            raise Seq2SeqError(
+                f"the cosine schedule needs more training steps ({total}) than warm-up "
+                f"steps ({warmup}); raise trainer.max_epochs or trainer.max_steps, or lower "
+                "model.warmup_steps"
+            )
+
+    def __call__(self, step: int) -> float:
         step = step + 1
-        if step < warmup_steps:
-            return step / warmup_steps
-        if schedule == "inverse_sqrt":
-            return math.sqrt(warmup_steps / step)
-        if schedule == "cosine":
-            done = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+        if step < self.warmup_steps:
+            return step / self.warmup_steps
+        if self.schedule == "inverse_sqrt":
+            return math.sqrt(self.warmup_steps / step)
+        if self.schedule == "cosine":
+            if self.total_steps is None:  # LambdaLR's call at construction: the top
+                return 1.0
+            self.check()
+            span = self.total_steps - self.warmup_steps
+            done = min(1.0, (step - self.warmup_steps) / span)
             return 0.5 * (1.0 + math.cos(math.pi * done))
         return 1.0
-
-    return factor
 
 
 class TranslationTask(pl.LightningModule):
@@ -111,6 +124,7 @@ class TranslationTask(pl.LightningModule):
         self.label_smoothing = label_smoothing
         self.lr, self.betas, self.weight_decay = lr, betas, weight_decay
         self.warmup_steps, self.schedule = warmup_steps, schedule
+        self.lr_factor: WarmupThenDecay | None = None  # set by configure_optimizers
         self.beam_sizes = {"val": val_beam_size, "test": test_beam_size}
         self.length_penalty = length_penalty
         self.max_len_ratio, self.max_len_offset = max_len_ratio, max_len_offset
@@ -148,6 +162,12 @@ class TranslationTask(pl.LightningModule):
         mean_nll = float(self.token_nll[f"{stage}_nll"].compute())
         self.log(f"{stage}_ppl", math.exp(min(mean_nll, 50.0)), sync_dist=True)
         self.token_nll[f"{stage}_nll"].reset()
+
+    def on_train_start(self) -> None:
+        if self.schedule == "cosine":  # to 0 over the steps max_epochs/max_steps allow
+            estimate = self.trainer.estimated_stepping_batches
+            self.lr_factor.total_steps = int(estimate) if math.isfinite(estimate) else None
+            self.lr_factor.check()
 
     def on_fit_start(self) -> None:
         if self.nonfinite_loss == "skip" and self.trainer.world_size > 1:
@@ -253,13 +273,8 @@ class TranslationTask(pl.LightningModule):
             betas=self.betas,
             weight_decay=self.weight_decay,
         )
-        # Cosine decays to 0 over the steps that max_epochs/max_steps allow (not max_time).
-        estimate = self.trainer.estimated_stepping_batches
-        cosine = self.schedule == "cosine" and math.isfinite(estimate)
-        total_steps = int(estimate) if cosine else None
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, warmup_then_decay(self.warmup_steps, self.schedule, total_steps)
-        )
+        self.lr_factor = WarmupThenDecay(self.warmup_steps, self.schedule)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

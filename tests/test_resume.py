@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from tiny_run import tiny_config, write_config
 
@@ -19,7 +20,7 @@ from seq2seq.corpus import write_corpus
 EPOCHS = 3
 
 
-def config(root: Path, corpus: Path) -> Path:
+def config(root: Path, corpus: Path, schedule: str) -> Path:
     """The tiny run with dropout on, three epochs and a fresh `last` after every step."""
     settings = tiny_config(root, corpus)
     settings["seed_everything"] = 7
@@ -30,7 +31,7 @@ def config(root: Path, corpus: Path) -> Path:
         "save_top_k": 0,
     }
     settings["model"]["model"]["init_args"]["dropout"] = 0.3
-    settings["model"].update(lr=0.003, warmup_steps=5)
+    settings["model"].update(lr=0.003, warmup_steps=5, schedule=schedule)
     settings["data"].update(max_tokens=400, cache_dir=str(root.parent / "cache"))
     return write_config(root.with_suffix(".yaml"), settings)
 
@@ -52,12 +53,13 @@ def step_of(checkpoint: Path) -> int:
         return -1
 
 
-def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path):
+@pytest.mark.parametrize("schedule", ["inverse_sqrt", "cosine"])
+def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path, schedule):
     corpus = tmp_path / "corpus"
     write_corpus(corpus, seed=5, sizes={"train": 240, "val": 12, "test": 12})
 
     straight = tmp_path / "straight"
-    run = fit(config(straight, corpus))
+    run = fit(config(straight, corpus, schedule))
     assert run.wait(timeout=300) == 0, run.stderr.read().decode()[-2000:]
     total_steps = int(
         torch.load(straight / "checkpoints/last.ckpt", weights_only=True)["global_step"]
@@ -65,7 +67,7 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path)
     steps_per_epoch = total_steps // EPOCHS
 
     killed = tmp_path / "killed"
-    cfg = config(killed, corpus)
+    cfg = config(killed, corpus, schedule)
     run = fit(cfg)
     target = steps_per_epoch + steps_per_epoch // 2  # the middle of the second epoch
     while step_of(killed / "checkpoints/last.ckpt") < target:

@@ -10,21 +10,21 @@ from tiny_run import SIZES, tiny_config, write_config
 from seq2seq.cli import main
 from seq2seq.corpus import write_corpus
 from seq2seq.errors import Seq2SeqError
-from seq2seq.task import warmup_then_decay
+from seq2seq.task import WarmupThenDecay
 
 
 def test_warmup_rises_linearly_then_decays_as_inverse_sqrt():
-    factor = warmup_then_decay(100, "inverse_sqrt")
+    factor = WarmupThenDecay(100, "inverse_sqrt")
     assert factor(0) == pytest.approx(0.01)
     assert factor(49) == pytest.approx(0.5)
     assert factor(99) == pytest.approx(1.0)
     assert factor(399) == pytest.approx(math.sqrt(100 / 400))
-    constant = warmup_then_decay(10, "constant")
+    constant = WarmupThenDecay(10, "constant")
     assert constant(1000) == 1.0
 
 
 def test_cosine_falls_from_1_to_0_at_the_last_step():
-    factor = warmup_then_decay(10, "cosine", total_steps=110)
+    factor = WarmupThenDecay(10, "cosine", total_steps=110)
     assert factor(9) == pytest.approx(1.0)
     assert factor(59) == pytest.approx(0.5)
     assert factor(109) == pytest.approx(0.0)
@@ -35,7 +35,7 @@ def test_cosine_falls_from_1_to_0_at_the_last_step():
 
 def test_cosine_without_a_step_budget_is_refused():
     with pytest.raises(Seq2SeqError, match="max_epochs or trainer.max_steps"):
-        warmup_then_decay(10, "cosine", total_steps=None)
+        WarmupThenDecay(10, "cosine", total_steps=None).check()
 
 
 def test_a_cosine_fit_ends_at_learning_rate_zero(tmp_path: Path):
