@@ -66,7 +66,8 @@ class WarmupThenDecay:
         self.warmup_steps, self.schedule, self.total_steps = warmup_steps, schedule, total_steps
 
     def check(self) -> None:
-        """Refuse a cosine without more steps than its warm-up."""
+        """Refuse a cosine without more steps than its warm-up (the task checks once, when
+        it sets ``total_steps``; the per-step call does not check again)."""
         total, warmup = self.total_steps, self.warmup_steps
         if self.schedule == "cosine" and (total is None or total <= warmup):
             raise Seq2SeqError(
@@ -84,7 +85,6 @@ class WarmupThenDecay:
         if self.schedule == "cosine":
             if self.total_steps is None:  # LambdaLR's call at construction: the top
                 return 1.0
-            self.check()
             span = self.total_steps - self.warmup_steps
             done = min(1.0, (step - self.warmup_steps) / span)
             return 0.5 * (1.0 + math.cos(math.pi * done))
