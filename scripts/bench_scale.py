@@ -1,8 +1,9 @@
 """How training cost grows with the batch and with sentence length: Transformer vs Bahdanau RNN.
 
 1. ``throughput``: training target tokens/s against the batch token budget (``max_tokens``)
-   on Multi30k En->De batches: full training steps (bf16 autocast forward, label-smoothed
-   loss, backward, clipping, AdamW), one warm-up batch not counted.
+   on Multi30k En->De batches: full training steps, the very ones of
+   ``bench_transformer_speed.py`` (bf16 autocast forward, label-smoothed loss, backward,
+   clipping, AdamW), one warm-up batch not counted.
 2. ``memory``: peak resident memory of one training step against sentence length, on
    synthetic batches of ``--memory-batch`` pairs of L source and L target tokens. Each
    point runs in its own subprocess, so its peak RSS (VmHWM) is that step's; the report also
@@ -23,18 +24,16 @@ import functools
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
 import torch
-from torch import nn
+from bench_transformer_speed import SIZE, ours_loss, train_steps  # the same training step
 
 from seq2seq.allocator import keep_freed_memory
 from seq2seq.attention import AdditiveAttention
 from seq2seq.data import Batch, TranslationDataModule
-from seq2seq.loss import label_smoothed_nll
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.transformer import Transformer
@@ -47,23 +46,9 @@ MODELS = ("transformer", "bahdanau")
 def build(name: str, vocab: VocabSpec) -> EncoderDecoder:
     """The reference-size model of configs/multi30k/en-de/<name>.yaml."""
     if name == "transformer":
-        return Transformer(
-            vocab, model_size=256, num_heads=4, ff_size=1024, encoder_layers=3,
-            decoder_layers=3, dropout=0.2,
-        )  # fmt: skip
+        return Transformer(vocab, **SIZE, dropout=0.2)
     attention = functools.partial(AdditiveAttention, hidden_size=256)
     return RNNSeq2Seq(vocab, 256, 256, style="bahdanau", attention=attention, dropout=0.3)
-
-
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch) -> None:
-    """One training step as TranslationTask takes it, under bf16 autocast."""
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        logits, _ = model(batch.src, batch.src_lens, batch.tgt_in, need_weights=False)
-    loss, _, n = label_smoothed_nll(logits.float(), batch.tgt_out, batch.tgt_lens, 0.1)
-    (loss / n).backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
 
 
 def throughput(name: str, data_dir: str, max_tokens: int, steps: int) -> dict[str, float]:
@@ -75,15 +60,11 @@ def throughput(name: str, data_dir: str, max_tokens: int, steps: int) -> dict[st
     data.setup("fit")
     loader = iter(data.train_dataloader())
     batches = [next(loader) for _ in range(steps + 1)]
-    model = build(name, data.vocab.spec).train()
+    model = build(name, data.vocab.spec)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    train_step(model, optimizer, batches[0])  # warm-up: allocator and kernel caches
-    start = time.perf_counter()
-    for batch in batches[1:]:
-        train_step(model, optimizer, batch)
-    seconds = time.perf_counter() - start
-    tokens = sum(int(b.tgt_lens.sum()) for b in batches[1:])
-    return {"target_tokens_per_s": tokens / seconds, "steps": steps, "seconds": seconds}
+    train_steps(model, ours_loss, optimizer, batches[:1], True)  # warm-up: allocator, caches
+    rate = train_steps(model, ours_loss, optimizer, batches[1:], True)
+    return {"target_tokens_per_s": rate, "steps": steps}
 
 
 def proc_status_gb(field: str) -> float:
@@ -99,7 +80,7 @@ def memory_child(name: str, length: int, batch_size: int) -> None:
     """Run in a fresh process: one training step on [batch_size, length] pairs; print JSON."""
     torch.manual_seed(1)
     vocab = VocabSpec(src_size=8000, tgt_size=8000, pad_id=0, bos_id=1, eos_id=2, joint=True)
-    model = build(name, vocab).train()
+    model = build(name, vocab)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(3, 8000, (batch_size, length))
     lens = torch.full((batch_size,), length)
@@ -107,7 +88,7 @@ def memory_child(name: str, length: int, batch_size: int) -> None:
         src=ids, src_lens=lens, ids=torch.arange(batch_size), tgt_in=ids, tgt_out=ids, tgt_lens=lens
     )
     before = proc_status_gb("VmRSS")
-    train_step(model, optimizer, batch)
+    train_steps(model, ours_loss, optimizer, [batch], True)
     peak = proc_status_gb("VmHWM")
     print(json.dumps({"peak_rss_gb": peak, "step_rise_gb": peak - before}))
 
