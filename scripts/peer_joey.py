@@ -39,18 +39,23 @@ checks that the pipeline runs, not benchmark numbers.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import os
 import re
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import time
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
+
+from seq2seq.atomic import write_atomically
 
 REPO = Path(__file__).resolve().parent.parent
 PEERS = REPO.parent / "shared" / "peers" / "joeynmt"
@@ -119,11 +124,8 @@ def prepare_data(corpus: Path, data_dir: Path, vocab_size: int = 8000) -> Path:
 def _gunzip(source: Path, target: Path) -> None:
     if target.exists():
         return
-    with gzip.open(source, "rt", encoding="utf-8") as f:
-        text = f.read()
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)
+    with gzip.open(source, "rb") as f:
+        write_atomically(target, functools.partial(shutil.copyfileobj, f))
 
 
 def train_sentencepiece(data_dir: Path, vocab_size: int) -> None:
@@ -388,10 +390,8 @@ def load_results(path: Path) -> dict[str, Any]:
 
 def save_results(path: Path, results: dict[str, Any]) -> None:
     """Write the JSON atomically, so that an interrupted run leaves the last good record."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    text = json.dumps(results, indent=2) + "\n"
+    write_atomically(path, methodcaller("write", text.encode("utf-8")))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
