@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/bench/scale"))
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000, 4000, 8000])
-    parser.add_argument("--steps", type=int, default=10, help="timed batches per budget")
+    parser.add_argument("--steps", type=int, default=30, help="timed batches per budget")
     parser.add_argument("--lengths", type=int, nargs="+", default=[25, 50, 100, 200, 400])
     parser.add_argument("--memory-batch", type=int, default=32)
     parser.add_argument("--memory-child", nargs=3, metavar=("MODEL", "LENGTH", "BATCH"))
