@@ -12,6 +12,9 @@ its recent epochs (``recent-*.ckpt``, the Transformer), their average. It writes
 subprocess's peak RSS, and sacreBLEU's paired bootstrap resampling of every config against
 ``bahdanau`` and of the best RNN against the Transformer.
 
+A config already trained on its own (say, the Transformer's hour) is scored without
+training again with ``--adopt transformer=<its default_root_dir>``; its row then says so.
+
 It is resumable: a config whose ``<out>/<name>/result.json`` exists is skipped, and a
 finished training (``train.json``) is not redone when only its evaluation is missing.
 
@@ -95,11 +98,41 @@ def training_speed(run_dir: Path) -> tuple[float | None, int]:
     return (sum(speeds) / len(speeds) if speeds else None), epochs
 
 
+def training_seconds(run_dir: Path) -> float | None:
+    """The fit's training time as Lightning's Timer (the max_time clock) saved it."""
+    lasts = sorted(run_dir.glob("logs/version_*/checkpoints/last.ckpt"))
+    if not lasts:
+        return None
+    state = torch.load(lasts[-1], map_location="cpu", weights_only=True)
+    timer = state.get("callbacks", {}).get("Timer", {})
+    return timer.get("time_elapsed", {}).get("train")
+
+
+def adopt(run_dir: Path, folder: Path) -> dict[str, Any]:
+    """train.json for a fit already run on its own (``--adopt NAME=DIR``), not redone here.
+
+    Its training time is the Timer's from its last checkpoint; its peak memory is unknown.
+    """
+    tokens_per_sec, epochs = training_speed(run_dir)
+    result = {
+        "checkpoint": str(best_checkpoint(run_dir)),
+        "run_dir": str(run_dir),
+        "train_tokens_per_sec": tokens_per_sec,
+        "epochs": epochs,
+        "train_seconds": training_seconds(run_dir),
+        "train_peak_rss_mb": None,
+    }
+    (folder / "train.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def train(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """Fit one config under the budget (or reuse a finished fit); return its train.json."""
     done = folder / "train.json"
     if done.exists():
         return json.loads(done.read_text())
+    if name in args.adopt:
+        return adopt(args.adopt[name], folder)
     run_dir = folder / "run"
     shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted fit starts over
     command = [
@@ -126,6 +159,7 @@ def train(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     tokens_per_sec, epochs = training_speed(run_dir)
     result = {
         "checkpoint": str(best_checkpoint(run_dir)),
+        "run_dir": str(run_dir),
         "train_tokens_per_sec": tokens_per_sec,
         "epochs": epochs,
         "train_seconds": usage["seconds"],
@@ -137,7 +171,8 @@ def train(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
 def averaged_checkpoint(trained: dict[str, Any], folder: Path) -> str:
     """The average of the run's recent-*.ckpt when it keeps several, else its best one."""
-    recent = sorted((folder / "run").glob("logs/version_*/checkpoints/recent-*.ckpt"))
+    run_dir = Path(trained.get("run_dir", folder / "run"))
+    recent = sorted(run_dir.glob("logs/version_*/checkpoints/recent-*.ckpt"))
     if len(recent) < 2:
         return trained["checkpoint"]
     averaged = folder / "averaged.ckpt"
@@ -189,6 +224,7 @@ COLUMNS = [
     ("chrF", "chrf", "{:.2f}"),
     ("train tok/s", "train_tokens_per_sec", "{:.0f}"),
     ("epochs", "epochs", "{}"),
+    ("train time (s)", "train_seconds", "{:.0f}"),
     ("decode sent/s (beam 5)", "decode_sentences_per_sec", "{:.1f}"),
     ("peak RSS train (MB)", "train_peak_rss_mb", "{:.0f}"),
     ("peak RSS decode (MB)", "eval_peak_rss_mb", "{:.0f}"),
@@ -257,7 +293,9 @@ def write_table(
         best = max(results, key=lambda r: r["bleu"])
         lines += ["", f"Best sacreBLEU: {best['name']} ({best['bleu']:.2f})."]
     for result in results:
-        if result["budget"] != budget or result["test_sentences"] != results[0]["test_sentences"]:
+        if "adopted" in result["budget"]:
+            lines.append(f"Note: {result['name']} was trained on {result['budget']}.")
+        elif result["budget"] != budget or result["test_sentences"] != results[0]["test_sentences"]:
             lines.append(
                 f"Note: {result['name']} was run with another budget ({result['budget']}, "
                 f"{result['test_sentences']} test sentences): use a fresh --out to compare."
@@ -283,6 +321,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--test-lines", type=int, help="score only the first N test sentences")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument(
+        "--adopt", nargs="+", default=[], metavar="NAME=DIR",
+        help="score the fit already in DIR (its own budget) as config NAME instead of training",
+    )  # fmt: skip
+    parser.add_argument(
         "--smoke", action="store_true",
         help="prove the pipeline: 1 epoch of 25 batches, 50 test sentences",
     )  # fmt: skip
@@ -303,6 +345,11 @@ def parse_args() -> argparse.Namespace:
     if unknown:
         parser.error(f"no config {', '.join(unknown)} in {args.config_dir} (has: {available})")
     # the baseline first, so that a short run still has something to compare against
+    adopted = dict(item.partition("=")[::2] for item in args.adopt)
+    for name, run_dir in adopted.items():
+        if name not in available or not run_dir or not Path(run_dir).is_dir():
+            parser.error(f"--adopt takes NAME=DIR, NAME a config, DIR a run: {name}={run_dir}")
+    args.adopt = {name: Path(run_dir) for name, run_dir in adopted.items()}
     args.configs = sorted(args.configs or available, key=lambda name: (name != BASELINE, name))
     args.out = args.out or Path("runs/bench") / f"quality-{args.pair}"
     return args
@@ -340,7 +387,11 @@ def main() -> None:
                 print(f"[{name}] {error}", file=sys.stderr)
                 failures.append(name)
                 continue
-            result = {"name": name, "budget": budget, **trained, **scores}
+            if name in args.adopt:
+                budget_of_run = f"its own config (adopted {args.adopt[name]})"
+            else:
+                budget_of_run = budget
+            result = {"name": name, "budget": budget_of_run, **trained, **scores}
             done.write_text(json.dumps(result, indent=2) + "\n")
             results.append(result)
         significance = paired_bootstrap(results, args.out, ref, args.bootstrap_samples)

@@ -1,4 +1,4 @@
-"""scripts/bench_summary.py and bench_quality.py's significance step on made-up records."""
+"""scripts/bench_summary.py and bench_quality.py (significance, adopted runs) on made-up records."""
 
 from __future__ import annotations
 
@@ -101,3 +101,37 @@ def test_paired_bootstrap_compares_every_config_with_the_baseline(
     p_values = [float(row.rstrip(" |").split("| ")[-1]) for row in rows[1:]]
     assert all(p < 0.05 for p in p_values)  # both differ clearly from the baseline
     assert len(rows) == 3  # the best RNN is the baseline: no second comparison
+
+
+def test_an_adopted_run_is_scored_from_its_own_records(quality: ModuleType, tmp_path: Path):
+    import torch
+
+    run_dir = tmp_path / "run"
+    checkpoints = run_dir / "logs" / "version_0" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    best = checkpoints / "epoch03-bleu40.00.ckpt"
+    best.write_bytes(b"")
+    state = {
+        "callbacks": {
+            "Timer": {"time_elapsed": {"train": 3456.5, "validate": 1.0}},
+            "ModelCheckpoint{'monitor': 'val_bleu'}": {"best_model_path": str(best)},
+        }
+    }
+    torch.save(state, checkpoints / "last.ckpt")
+    (run_dir / "logs" / "version_0" / "metrics.csv").write_text(
+        "epoch,step,train/device/items_per_sec,val_bleu\n"
+        "0,50,1000.0,\n0,100,3000.0,\n0,100,,12.0\n1,150,2000.0,\n1,200,,20.0\n"
+    )
+    folder = tmp_path / "transformer"
+    folder.mkdir()
+
+    trained = quality.adopt(run_dir, folder)
+
+    assert trained["checkpoint"] == str(best)
+    assert trained["train_tokens_per_sec"] == pytest.approx(2000.0)
+    assert trained["epochs"] == 2
+    assert trained["train_seconds"] == pytest.approx(3456.5)
+    assert trained["train_peak_rss_mb"] is None  # not measured: the fit ran elsewhere
+    assert json.loads((folder / "train.json").read_text()) == trained
+    # with no recent-*.ckpt to average, the run's best checkpoint is what gets scored
+    assert quality.averaged_checkpoint(trained, folder) == str(best)
