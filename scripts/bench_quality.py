@@ -72,17 +72,21 @@ def max_time(minutes: float) -> str:
     return f"{days:02d}:{hours:02d}:{minutes_left:02d}:{seconds:02d}"
 
 
-def best_checkpoint(run_dir: Path) -> Path:
-    """The checkpoint with the best validation BLEU of a run (else its last one)."""
+def last_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The newest ``last.ckpt`` of a run and its contents (callback states included)."""
     lasts = sorted(run_dir.glob("logs/version_*/checkpoints/last.ckpt"))
     if not lasts:
         raise FileNotFoundError(f"no checkpoint under {run_dir}")
-    state = torch.load(lasts[-1], map_location="cpu", weights_only=True)
+    return lasts[-1], torch.load(lasts[-1], map_location="cpu", weights_only=True)
+
+
+def best_checkpoint(last: Path, state: dict[str, Any]) -> Path:
+    """The checkpoint with the best validation BLEU the run's callbacks recorded, else last."""
     for callback in state.get("callbacks", {}).values():
         best = callback.get("best_model_path") if isinstance(callback, dict) else None
         if best and Path(best).is_file():
             return Path(best)
-    return lasts[-1]
+    return last
 
 
 def training_speed(run_dir: Path) -> tuple[float | None, int]:
@@ -98,14 +102,28 @@ def training_speed(run_dir: Path) -> tuple[float | None, int]:
     return (sum(speeds) / len(speeds) if speeds else None), epochs
 
 
-def training_seconds(run_dir: Path) -> float | None:
-    """The fit's training time as Lightning's Timer (the max_time clock) saved it."""
-    lasts = sorted(run_dir.glob("logs/version_*/checkpoints/last.ckpt"))
-    if not lasts:
-        return None
-    state = torch.load(lasts[-1], map_location="cpu", weights_only=True)
-    timer = state.get("callbacks", {}).get("Timer", {})
-    return timer.get("time_elapsed", {}).get("train")
+def training_record(
+    run_dir: Path, seconds: float | None, peak_rss_mb: float | None, **extra: Any
+) -> dict[str, Any]:
+    """What train.json keeps of a finished fit, given how long it took and its peak memory."""
+    last, state = last_checkpoint(run_dir)
+    if seconds is None:  # a fit run elsewhere: the Timer's clock (max_time's) from its state
+        seconds = state.get("callbacks", {}).get("Timer", {}).get("time_elapsed", {}).get("train")
+    tokens_per_sec, epochs = training_speed(run_dir)
+    return {
+        "checkpoint": str(best_checkpoint(last, state)),
+        "run_dir": str(run_dir),
+        "train_tokens_per_sec": tokens_per_sec,
+        "epochs": epochs,
+        "train_seconds": seconds,
+        "train_peak_rss_mb": peak_rss_mb,
+        **extra,
+    }
+
+
+def save_record(folder: Path, record: dict[str, Any]) -> dict[str, Any]:
+    (folder / "train.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
 
 
 def adopt(run_dir: Path, folder: Path) -> dict[str, Any]:
@@ -113,17 +131,8 @@ def adopt(run_dir: Path, folder: Path) -> dict[str, Any]:
 
     Its training time is the Timer's from its last checkpoint; its peak memory is unknown.
     """
-    tokens_per_sec, epochs = training_speed(run_dir)
-    result = {
-        "checkpoint": str(best_checkpoint(run_dir)),
-        "run_dir": str(run_dir),
-        "train_tokens_per_sec": tokens_per_sec,
-        "epochs": epochs,
-        "train_seconds": training_seconds(run_dir),
-        "train_peak_rss_mb": None,
-    }
-    (folder / "train.json").write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    budget = f"its own config (adopted {run_dir})"
+    return save_record(folder, training_record(run_dir, None, None, adopted=True, budget=budget))
 
 
 def train(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
@@ -156,17 +165,7 @@ def train(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     usage = run(command, folder / "fit.out", folder / "fit.log")
     if usage["status"] != 0:
         raise RuntimeError(f"training failed (exit {usage['status']}), see {folder / 'fit.log'}")
-    tokens_per_sec, epochs = training_speed(run_dir)
-    result = {
-        "checkpoint": str(best_checkpoint(run_dir)),
-        "run_dir": str(run_dir),
-        "train_tokens_per_sec": tokens_per_sec,
-        "epochs": epochs,
-        "train_seconds": usage["seconds"],
-        "train_peak_rss_mb": usage["peak_rss_mb"],
-    }
-    done.write_text(json.dumps(result, indent=2) + "\n")
-    return result
+    return save_record(folder, training_record(run_dir, usage["seconds"], usage["peak_rss_mb"]))
 
 
 def averaged_checkpoint(trained: dict[str, Any], folder: Path) -> str:
@@ -293,7 +292,7 @@ def write_table(
         best = max(results, key=lambda r: r["bleu"])
         lines += ["", f"Best sacreBLEU: {best['name']} ({best['bleu']:.2f})."]
     for result in results:
-        if "adopted" in result["budget"]:
+        if result.get("adopted"):
             lines.append(f"Note: {result['name']} was trained on {result['budget']}.")
         elif result["budget"] != budget or result["test_sentences"] != results[0]["test_sentences"]:
             lines.append(
@@ -344,12 +343,12 @@ def parse_args() -> argparse.Namespace:
     unknown = sorted(set(args.configs or []) - set(available))
     if unknown:
         parser.error(f"no config {', '.join(unknown)} in {args.config_dir} (has: {available})")
-    # the baseline first, so that a short run still has something to compare against
     adopted = dict(item.partition("=")[::2] for item in args.adopt)
     for name, run_dir in adopted.items():
         if name not in available or not run_dir or not Path(run_dir).is_dir():
             parser.error(f"--adopt takes NAME=DIR, NAME a config, DIR a run: {name}={run_dir}")
     args.adopt = {name: Path(run_dir) for name, run_dir in adopted.items()}
+    # the baseline first, so that a short run still has something to compare against
     args.configs = sorted(args.configs or available, key=lambda name: (name != BASELINE, name))
     args.out = args.out or Path("runs/bench") / f"quality-{args.pair}"
     return args
@@ -387,11 +386,8 @@ def main() -> None:
                 print(f"[{name}] {error}", file=sys.stderr)
                 failures.append(name)
                 continue
-            if name in args.adopt:
-                budget_of_run = f"its own config (adopted {args.adopt[name]})"
-            else:
-                budget_of_run = budget
-            result = {"name": name, "budget": budget_of_run, **trained, **scores}
+            # an adopted fit's train.json carries its own budget, which wins here
+            result = {"name": name, "budget": budget, **trained, **scores}
             done.write_text(json.dumps(result, indent=2) + "\n")
             results.append(result)
         significance = paired_bootstrap(results, args.out, ref, args.bootstrap_samples)
