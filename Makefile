@@ -46,7 +46,7 @@ JOEY_MINUTES ?= 30
 ifeq ($(QUICK),1)
 BENCH := runs/bench-quick
 STEP_ARGS := --lengths 50 1000 --seconds 0.05
-SPEED_ARGS := --steps 3 --rounds 1
+SPEED_ARGS := --steps 3 --rounds 1 --warmup 1
 SCALE_ARGS := --budgets 500 2000 --steps 2 --lengths 25 100
 JOEY_MODELS := transformer
 JOEY_ARGS := --train-minutes 1.2 --log-every 5 --test-lines 20

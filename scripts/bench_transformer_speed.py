@@ -3,10 +3,14 @@
 Both models have the reference size (3+3 layers, d 256, 4 heads, ff 1024, pre-norm,
 tied embeddings over a joint 8k vocabulary), see the same Multi30k batches in the same
 order, and take full training steps (forward, label-smoothed loss, backward, clipping,
-AdamW). Rounds alternate A B A B; the report gives the median target tokens/s of each
-and their ratio. With ``--compile``, a third contender is our Transformer under
-``torch.compile(dynamic=True)`` (batch shapes vary); its compilation falls in the
-warm-up round, which is not counted.
+AdamW). The contenders alternate step by step (A B A B), so that the host's own changes
+of speed, which move a 20-step round by 15% or more here, fall on both alike; the report
+gives each one's median target tokens/s over the rounds and their ratio. The first
+rounds warm up and are not counted: until both contenders have run a few times the heap
+is still growing, and a step that touches fresh pages (minor page faults, reported per
+round) runs up to a third slower. With ``--compile``, a third contender is our
+Transformer under ``torch.compile(dynamic=True)`` (batch shapes vary); its compilation
+falls in the warm-up rounds.
 
     python scripts/bench_transformer_speed.py --data data/multi30k --steps 20 --rounds 4
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -82,24 +87,23 @@ def ours_loss(model: Transformer, batch: Batch, bf16: bool) -> Tensor:
     return loss / n
 
 
-def train_steps(
+def train_step(
     model: nn.Module,
     loss_of: Callable[[nn.Module, Batch, bool], Tensor],
     optimizer: torch.optim.Optimizer,
-    batches: list[Batch],
+    batch: Batch,
     bf16: bool,
-) -> float:
-    """Run one training step per batch; return target tokens per second."""
+) -> tuple[float, int]:
+    """One training step; returns (seconds, minor page faults) it took."""
     model.train()
-    tokens = 0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start = time.perf_counter()
-    for batch in batches:
-        loss_of(model, batch, bf16).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        tokens += int(batch.tgt_lens.sum())
-    return tokens / (time.perf_counter() - start)
+    loss_of(model, batch, bf16).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    seconds = time.perf_counter() - start
+    return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
 def main() -> None:
@@ -107,7 +111,8 @@ def main() -> None:
     parser.add_argument("--data", default="data/multi30k")
     parser.add_argument("--max-tokens", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=20, help="batches per round")
-    parser.add_argument("--rounds", type=int, default=4, help="A B rounds (after one warm-up)")
+    parser.add_argument("--rounds", type=int, default=4, help="A B rounds that are counted")
+    parser.add_argument("--warmup", type=int, default=2, help="A B rounds run first, not counted")
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="bf16")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile")
     parser.add_argument("--out", default="runs/bench/transformer-speed.json")
@@ -138,13 +143,28 @@ def main() -> None:
         name: torch.optim.AdamW(model.parameters(), lr=1e-4)
         for name, (model, _) in contenders.items()
     }
+    tokens = sum(int(batch.tgt_lens.sum()) for batch in batches)
     rates: dict[str, list[float]] = {name: [] for name in contenders}
-    for round_ in range(args.rounds + 1):
-        for name, (model, loss_of) in contenders.items():
-            rate = train_steps(model, loss_of, optimizers[name], batches, bf16)
-            if round_:  # round 0 warms up allocators and caches
+    faults: dict[str, list[float]] = {name: [] for name in contenders}
+    for round_ in range(args.warmup + args.rounds):
+        seconds = dict.fromkeys(contenders, 0.0)
+        round_faults = dict.fromkeys(contenders, 0)
+        for batch in batches:  # contenders alternate step by step: A B A B
+            for name, (model, loss_of) in contenders.items():
+                took, faulted = train_step(model, loss_of, optimizers[name], batch, bf16)
+                seconds[name] += took
+                round_faults[name] += faulted
+        for name in contenders:
+            rate, per_step = tokens / seconds[name], round_faults[name] / len(batches)
+            if round_ >= args.warmup:
                 rates[name].append(rate)
-            print(f"round {round_} {name:30s} {rate:8.0f} target tok/s", flush=True)
+                faults[name].append(per_step)
+            print(
+                f"round {round_} {name:30s} {rate:8.0f} target tok/s "
+                f"{per_step:8.0f} page faults/step"
+                + (" (warm-up)" if round_ < args.warmup else ""),
+                flush=True,
+            )
     medians = {name: statistics.median(r) for name, r in rates.items()}
     ours, plain = medians["seq2seq Transformer"], medians["torch.nn.Transformer"]
     report = {
@@ -157,7 +177,9 @@ def main() -> None:
         "compiled_over_eager": (
             medians["seq2seq Transformer, compiled"] / ours if args.compile else None
         ),
+        "warmup_rounds": args.warmup,
         "rounds": rates,
+        "page_faults_per_step": faults,
     }
     print(json.dumps(report, indent=2))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
