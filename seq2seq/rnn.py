@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import AdditiveAttention, Attention
+from seq2seq.dropout import Dropout
 from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec
 
 CellType = Literal["gru", "lstm"]
@@ -72,7 +73,7 @@ class RNNEncoder(nn.Module):
         super().__init__()
         self.merge = merge
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = _CELLS[cell](
             embed_size,
             hidden_size,
@@ -137,7 +138,7 @@ class RNNDecoder(nn.Module):
         self.embed_size, self.hidden_size, self.num_layers = embed_size, hidden_size, num_layers
         self.cell, self.input_feeding = cell, input_feeding
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.attention = attention(hidden_size, memory_size)
         self.context_size = self.attention.context_size(memory_size)
         self.bridge = nn.Linear(memory_size, num_layers * hidden_size)

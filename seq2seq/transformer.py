@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.attention import MultiHeadAttention
+from seq2seq.dropout import Dropout
 from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec
 
 NormPlacement = Literal["pre", "post"]
@@ -43,7 +44,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, dim: int, dropout: float, initial_length: int = 256) -> None:
         super().__init__()
         self.dim = dim
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.register_buffer("table", sinusoidal_table(initial_length, dim), persistent=False)
 
     def forward(self, embedded: Tensor, offset: int = 0) -> Tensor:
@@ -61,7 +62,7 @@ class FeedForward(nn.Sequential):
     """Position-wise Linear(d, ff) -> ReLU [-> dropout] -> Linear(ff, d)."""
 
     def __init__(self, dim: int, ff_size: int, activation_dropout: float) -> None:
-        inner = [nn.Dropout(activation_dropout)] if activation_dropout else []
+        inner = [Dropout(activation_dropout)] if activation_dropout else []
         super().__init__(nn.Linear(dim, ff_size), nn.ReLU(), *inner, nn.Linear(ff_size, dim))
 
 
@@ -81,7 +82,7 @@ class Sublayer(nn.Module):
     def __init__(self, dim: int, dropout: float, norm: NormPlacement) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre = norm == "pre"
 
     def inputs(self, x: Tensor) -> Tensor:

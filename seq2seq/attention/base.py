@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.attention.scores import Score
+from seq2seq.dropout import Dropout
 from seq2seq.masking import masked_softmax
 
 
@@ -68,7 +69,7 @@ class GlobalAttention(Attention):
     def __init__(self, query_size: int, key_size: int, score: Score, dropout: float = 0.0):
         super().__init__(query_size, key_size)
         self.score = score
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def prepare(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         return self.score.prepare(keys), values

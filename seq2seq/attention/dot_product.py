@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from seq2seq.attention.base import Attention, GlobalAttention
 from seq2seq.attention.scores import DistanceScore, DotScore
+from seq2seq.dropout import dropout as dropout_weights
 from seq2seq.masking import key_mask, masked_softmax
 
 
@@ -111,7 +112,7 @@ class MultiHeadAttention(Attention):
             if bias is not None:
                 scores = scores + bias
             weights = masked_softmax(scores, valid_lens)
-            context = F.dropout(weights, dropout, self.training) @ values  # [B, H, Tq, dh]
+            context = dropout_weights(weights, dropout, self.training) @ values  # [B, H, Tq, dh]
             weights = weights if need_weights else None
         else:
             mask = None if valid_lens is None else key_mask(valid_lens, keys.size(2), q.dim())

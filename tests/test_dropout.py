@@ -1,0 +1,70 @@
+"""The CPU dropout: rate, expectation, gradient, determinism, and its edge cases."""
+
+import pytest
+import torch
+
+from seq2seq.dropout import Dropout, dropout, dropout_threshold
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
+def test_drops_the_requested_share_and_keeps_the_expectation(p):
+    torch.manual_seed(0)
+    x = torch.ones(1000, 1000)
+    y = dropout(x, p, training=True)
+    dropped = (y == 0).float().mean().item()
+    assert dropped == pytest.approx(p, abs=0.002)  # 1e6 draws: std of the share < 0.0005
+    kept = y[y != 0]
+    assert torch.all(kept == kept[0])  # one scale for every kept element
+    assert y.mean().item() == pytest.approx(1.0, abs=0.003)
+
+
+def test_scale_is_the_inverse_of_the_exact_keep_probability():
+    p = 0.1
+    keep = 1.0 - (dropout_threshold(p) + 2**15) / 2**16
+    y = dropout(torch.ones(64, 64), p, training=True)
+    assert y.max().item() == pytest.approx(1.0 / keep, rel=1e-6)
+
+
+def test_mask_elements_are_independent_of_their_neighbours():
+    """Each 64-bit draw feeds four elements: neighbours must still be uncorrelated."""
+    torch.manual_seed(1)
+    kept = (dropout(torch.ones(1_000_000), 0.5, training=True) != 0).float()
+    for lag in (1, 2, 3, 4):
+        both = (kept[:-lag] * kept[lag:]).mean().item()
+        assert both == pytest.approx(0.25, abs=0.003)
+
+
+def test_gradient_is_the_mask_times_the_scale():
+    torch.manual_seed(2)
+    x = torch.randn(50, 40, requires_grad=True)
+    y = dropout(x, 0.3, training=True)
+    y.sum().backward()
+    scale = (y[y != 0] / x.detach()[y != 0]).mean()
+    torch.testing.assert_close(x.grad, (y != 0).float() * scale)
+
+
+def test_same_seed_same_mask_and_dtype_kept():
+    x = torch.randn(7, 9, 11, dtype=torch.bfloat16)
+    torch.manual_seed(3)
+    first = dropout(x, 0.2, training=True)
+    torch.manual_seed(3)
+    second = dropout(x, 0.2, training=True)
+    assert first.dtype == torch.bfloat16 and first.shape == x.shape
+    assert torch.equal(first, second)
+
+
+def test_identity_when_not_training_or_nothing_to_drop():
+    x = torch.randn(5, 3)
+    assert dropout(x, 0.5, training=False) is x
+    assert dropout(x, 0.0, training=True) is x
+    assert torch.equal(dropout(x, 1.0, training=True), torch.zeros_like(x))
+
+
+def test_module_follows_train_and_eval_and_rejects_bad_rates():
+    module = Dropout(0.4)
+    x = torch.ones(100, 100)
+    assert (module(x) == 0).any()
+    module.eval()
+    assert module(x) is x
+    with pytest.raises(ValueError, match="dropout probability"):
+        Dropout(1.5)
