@@ -79,6 +79,8 @@ class TranslationDataModule(pl.LightningDataModule):
     ``path/{split}.jsonl`` pattern, or a Hub dataset id (``hub_config`` its config); see
     ``seq2seq.sources``. ``max_tokens`` bounds ``sentences * longest side`` per training
     batch (``eval_max_tokens`` per validation/test batch, default the same).
+    ``lowercase`` trains a SentencePiece model that folds case (see ``Tokenizer.train``),
+    as the Multi30k literature's lowercased preprocessing does; references stay as they are.
     With several devices, set the Trainer's ``use_distributed_sampler=False``: the
     batch sampler shards the batches across processes itself.
     """
@@ -96,6 +98,7 @@ class TranslationDataModule(pl.LightningDataModule):
         joint_vocab: bool = True,
         character_coverage: float = 1.0,
         max_piece_length: int = 16,
+        lowercase: bool = False,
         max_tokens: int = 4096,
         eval_max_tokens: int | None = None,
         max_len: int = 100,
@@ -126,7 +129,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
         self.vocab_size, self.spm_model_type = vocab_size, spm_model_type
         self.joint_vocab, self.character_coverage = joint_vocab, character_coverage
-        self.max_piece_length = max_piece_length
+        self.max_piece_length, self.lowercase = max_piece_length, lowercase
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.max_len, self.seed, self.num_workers = max_len, seed, num_workers
         self.cache_dir = Path(cache_dir)
@@ -149,6 +152,7 @@ class TranslationDataModule(pl.LightningDataModule):
                 joint=self.joint_vocab,
                 character_coverage=self.character_coverage,
                 max_piece_length=self.max_piece_length,
+                lowercase=self.lowercase,
             )
         return self._vocab
 

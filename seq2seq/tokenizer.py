@@ -58,12 +58,16 @@ class Tokenizer:
         model_type: ModelType,
         character_coverage: float = 1.0,
         max_piece_length: int = 16,
+        lowercase: bool = False,
     ) -> Tokenizer:
         """Train in memory. Empty sentences are skipped; the result is deterministic.
 
         ``vocab_size`` is a soft limit: a tiny corpus yields fewer pieces (see ``size``).
         ``max_piece_length`` caps a piece's characters (SentencePiece's
         ``max_sentencepiece_length``): a small cap splits long compounds into pieces.
+        ``lowercase`` makes the model fold case when it encodes (SentencePiece's
+        ``nmt_nfkc_cf`` normalisation, stored in the model): it reads and writes lowercased
+        text, at training and at translation time alike.
         """
         text = [s for s in sentences if s.strip()]
         if not text:
@@ -77,6 +81,7 @@ class Tokenizer:
                 model_type=model_type,
                 character_coverage=character_coverage,
                 max_sentencepiece_length=max_piece_length,
+                normalization_rule_name="nmt_nfkc_cf" if lowercase else "nmt_nfkc",
                 byte_fallback=True,
                 hard_vocab_limit=False,
                 pad_id=PAD_ID,
@@ -148,9 +153,10 @@ class Vocabulary:
         joint: bool,
         character_coverage: float = 1.0,
         max_piece_length: int = 16,
+        lowercase: bool = False,
     ) -> Vocabulary:
         """One model on source+target text (joint) or one model per side."""
-        settings = (vocab_size, model_type, character_coverage, max_piece_length)
+        settings = (vocab_size, model_type, character_coverage, max_piece_length, lowercase)
         if joint:
             both = Tokenizer.train([*src_texts, *tgt_texts], *settings)
             return cls(both, both, joint=True)
@@ -229,6 +235,7 @@ def load_or_train_vocabulary(
     joint: bool,
     character_coverage: float = 1.0,
     max_piece_length: int = 16,
+    lowercase: bool = False,
 ) -> Vocabulary:
     """``Vocabulary.train(...)``, cached under ``cache_dir/spm/<key>/``.
 
@@ -241,6 +248,7 @@ def load_or_train_vocabulary(
         "joint": joint,
         "character_coverage": character_coverage,
         "max_piece_length": max_piece_length,
+        **({"lowercase": True} if lowercase else {}),  # keeps earlier cache keys valid
         "text": text_fingerprint(src_texts, tgt_texts),
     }
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
@@ -252,7 +260,14 @@ def load_or_train_vocabulary(
         log.info("loaded the SentencePiece vocabulary from %s", folder)
         return Vocabulary(models[0], models[-1], joint=joint)
     vocab = Vocabulary.train(
-        src_texts, tgt_texts, vocab_size, model_type, joint, character_coverage, max_piece_length
+        src_texts,
+        tgt_texts,
+        vocab_size,
+        model_type,
+        joint,
+        character_coverage,
+        max_piece_length,
+        lowercase,
     )
     folder.mkdir(parents=True, exist_ok=True)
     for path, tokenizer in zip(paths, (vocab.src, vocab.tgt), strict=False):

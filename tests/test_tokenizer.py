@@ -177,3 +177,17 @@ def test_cache_loads_instead_of_training(
     load_or_train_vocabulary(tmp_path, src, tgt, **{**settings, "joint": True})
     assert len(calls) == 5
     assert len(list((tmp_path / "spm").iterdir())) == 3
+    load_or_train_vocabulary(tmp_path, src, tgt, **{**settings, "lowercase": True})
+    assert len(calls) == 7  # case folding is a setting of its own
+    assert len(list((tmp_path / "spm").iterdir())) == 4
+
+
+def test_lowercase_model_folds_case_when_encoding_and_keeps_it_after_a_reload() -> None:
+    cased_text = [s.capitalize() for s in sentences(ENGLISH)]
+    folded = Tokenizer.train(cased_text, vocab_size=300, model_type="unigram", lowercase=True)
+    cased = Tokenizer.train(cased_text, vocab_size=300, model_type="unigram")
+    assert folded.encode("The Dog RUNS") == folded.encode("the dog runs")
+    assert folded.decode(folded.encode("On The Red House")) == "on the red house"
+    assert cased.decode(cased.encode("On The Red House")) == "On The Red House"
+    reloaded = Tokenizer.from_bytes(folded.to_bytes())  # the rule travels inside the model
+    assert reloaded.decode(reloaded.encode("A Small Cat")) == "a small cat"
