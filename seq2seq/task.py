@@ -260,9 +260,8 @@ class TranslationTask(pl.LightningModule):
         # Every process scores the same gathered corpus, so the values agree everywhere.
         self.log(f"{stage}_bleu", scores["bleu"]["score"], prog_bar=True, sync_dist=True)
         self.log(f"{stage}_chrf", scores["chrf"]["score"], sync_dist=True)
-        if stage == "test":
-            lit = literature_bleu(hyps, refs, datamodule.tgt_lang)
-            self.log("test_bleu_literature", lit["score"], sync_dist=True)
+        lit = literature_bleu(hyps, refs, datamodule.tgt_lang)  # lowercased, as papers score
+        self.log(f"{stage}_bleu_literature", lit["score"], sync_dist=True)
         rank_zero_info(f"{stage} example: {hyps[0]!r} (reference: {refs[0]!r})")
 
     # -- optimisation and checkpoints --------------------------------------------------
