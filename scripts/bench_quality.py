@@ -239,7 +239,7 @@ def paired_bootstrap(
     difference from the baseline of each comparison (the first system of the test).
     """
     by_name = {r["name"]: r for r in results}
-    rnns = [r for r in results if r["name"] != TRANSFORMER]
+    rnns = [r for r in results if not r["name"].startswith(TRANSFORMER)]  # e.g. -lowercase
     comparisons = []
     if BASELINE in by_name:
         others = [name for name in by_name if name != BASELINE]
