@@ -38,9 +38,11 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     not training or p == 0. Same shape and dtype as ``x``."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0:
+    if x.device.type != "cpu":
         return F.dropout(x, p, training)
     keep_probability = 1.0 - (dropout_threshold(p) - _INT16_MIN) / _LEVELS
+    if keep_probability == 0.0:  # p within 1/131072 of 1 (or 1): everything is dropped
+        return x * 0.0
     return torch.where(keep_mask(x.shape, x.device, p), x * (1.0 / keep_probability), 0.0)
 
 

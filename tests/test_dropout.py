@@ -58,6 +58,7 @@ def test_identity_when_not_training_or_nothing_to_drop():
     assert dropout(x, 0.5, training=False) is x
     assert dropout(x, 0.0, training=True) is x
     assert torch.equal(dropout(x, 1.0, training=True), torch.zeros_like(x))
+    assert torch.equal(dropout(x, 1 - 1e-6, training=True), torch.zeros_like(x))  # rounds to 1
 
 
 def test_module_follows_train_and_eval_and_rejects_bad_rates():
