@@ -135,3 +135,36 @@ def test_an_adopted_run_is_scored_from_its_own_records(quality: ModuleType, tmp_
     assert json.loads((folder / "train.json").read_text()) == trained
     # with no recent-*.ckpt to average, the run's best checkpoint is what gets scored
     assert quality.averaged_checkpoint(trained, folder) == str(best)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SCRIPTS.glob("*.py")))
+def test_every_script_imports(name: str, monkeypatch: pytest.MonkeyPatch):
+    """As ``python scripts/X.py`` runs them: with scripts/ on the path, for their imports
+    of each other (bench_scale takes its training step from bench_transformer_speed)."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    load_script(name)
+
+
+def test_the_speed_benchmark_step_trains_both_contenders(monkeypatch: pytest.MonkeyPatch):
+    import torch
+
+    from seq2seq.batching import collate
+    from seq2seq.model import VocabSpec
+
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    speed = load_script("bench_transformer_speed")
+    vocab = VocabSpec(src_size=40, tgt_size=40, pad_id=0, bos_id=2, eos_id=3, joint=True)
+    rows = [{"id": i, "src_ids": [5 + i] * (3 + i), "tgt_ids": [9 + i] * (2 + i)} for i in range(3)]
+    batch = collate(rows, pad_id=0, bos_id=2, eos_id=3)
+    torch.manual_seed(0)
+    for model, loss_of in [
+        (speed.Transformer(vocab, **speed.SIZE), speed.ours_loss),
+        (speed.PlainTransformer(vocab), speed.plain_loss),
+    ]:
+        before = [p.detach().clone() for p in model.parameters()]
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        seconds, faults = speed.train_step(model, loss_of, optimizer, batch, bf16=False)
+        assert seconds > 0 and faults >= 0
+        assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+        rate = speed.train_steps(model, loss_of, optimizer, [batch, batch], bf16=True)
+        assert rate > 0
