@@ -35,6 +35,7 @@ from seq2seq.data import Batch, TranslationDataModule
 from seq2seq.loss import label_smoothed_nll
 from seq2seq.masking import sequence_mask
 from seq2seq.model import VocabSpec
+from seq2seq.task import batch_target_tokens
 from seq2seq.transformer import Transformer, sinusoidal_table
 
 SIZE = dict(model_size=256, num_heads=4, ff_size=1024, encoder_layers=3, decoder_layers=3)
@@ -115,7 +116,7 @@ def train_steps(
 ) -> float:
     """One training step per batch, one model alone; returns target tokens per second."""
     seconds = sum(train_step(model, loss_of, optimizer, batch, bf16)[0] for batch in batches)
-    return sum(int(batch.tgt_lens.sum()) for batch in batches) / seconds
+    return sum(map(batch_target_tokens, batches)) / seconds
 
 
 def main() -> None:
@@ -155,7 +156,7 @@ def main() -> None:
         name: torch.optim.AdamW(model.parameters(), lr=1e-4)
         for name, (model, _) in contenders.items()
     }
-    tokens = sum(int(batch.tgt_lens.sum()) for batch in batches)
+    tokens = sum(map(batch_target_tokens, batches))
     rates: dict[str, list[float]] = {name: [] for name in contenders}
     faults: dict[str, list[float]] = {name: [] for name in contenders}
     for round_ in range(args.warmup + args.rounds):
