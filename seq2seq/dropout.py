@@ -24,13 +24,14 @@ def dropout_threshold(p: float) -> int:
     return _INT16_MIN + round(p * _LEVELS)
 
 
-def keep_mask(shape: torch.Size, device: torch.device, p: float) -> Tensor:
-    """A boolean mask of ``shape`` whose elements are True with probability ~1 - p."""
+def keep_mask(shape: torch.Size, device: torch.device, threshold: int) -> Tensor:
+    """A boolean mask of ``shape``: True where an element's 16-bit number is >= ``threshold``
+    (``dropout_threshold(p)``), that is with probability ~1 - p."""
     n = shape.numel()
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device)
     words.random_(-(1 << 63), (1 << 63) - 1)  # 64 random bits per word (one value aside)
     numbers = words.view(torch.int16)[:n].view(shape)  # 4 uniform 16-bit numbers per word
-    return numbers >= dropout_threshold(p)
+    return numbers >= threshold
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -40,10 +41,11 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p, training)
-    keep_probability = 1.0 - (dropout_threshold(p) - _INT16_MIN) / _LEVELS
+    threshold = dropout_threshold(p)
+    keep_probability = 1.0 - (threshold - _INT16_MIN) / _LEVELS
     if keep_probability == 0.0:  # p within 1/131072 of 1 (or 1): everything is dropped
         return x * 0.0
-    return torch.where(keep_mask(x.shape, x.device, p), x * (1.0 / keep_probability), 0.0)
+    return torch.where(keep_mask(x.shape, x.device, threshold), x * (1.0 / keep_probability), 0.0)
 
 
 class Dropout(nn.Module):
