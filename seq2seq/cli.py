@@ -82,6 +82,9 @@ class Seq2SeqCLI(LightningCLI):
                 "early_stopping.monitor": "val_bleu",
                 "early_stopping.mode": "max",
                 "early_stopping.patience": 5,
+                # val BLEU exists only after a validation: check there, not at the end of
+                # a training epoch, which max_steps or max_time can cut short of one
+                "early_stopping.check_on_train_epoch_end": False,
             }
         )
 

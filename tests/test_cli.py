@@ -185,3 +185,16 @@ def test_bf16_search_agrees_with_fp32(trained_run):
     bf16 = translate_lines(trained, sources, SearchSettings(beam_size=3, bf16=True))
     same = sum(a.text == b.text for a, b in zip(fp32, bf16, strict=True))
     assert same >= 0.8 * len(sources), f"only {same} of {len(sources)} translations agree"
+
+
+def test_fit_stopped_by_max_steps_mid_epoch_ends_cleanly(tmp_path):
+    """max_steps can end training before the epoch's validation: early stopping on val
+    BLEU must wait for a validation instead of failing on the missing metric."""
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, seed=3, sizes=SIZES)
+    config = tiny_config(tmp_path, corpus)
+    config["trainer"].update(max_epochs=1, max_steps=2)
+    config["model"]["warmup_steps"] = 1
+    main(["fit", "--config", str(write_config(tmp_path / "c.yaml", config))])
+    last = torch.load(tmp_path / "run/checkpoints/last.ckpt", weights_only=False)
+    assert last["global_step"] == 2
