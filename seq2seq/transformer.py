@@ -9,6 +9,7 @@ H heads, dh = d / H, L decoder layers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -18,7 +19,7 @@ from torch import Tensor, nn
 
 from seq2seq.attention import MultiHeadAttention
 from seq2seq.dropout import Dropout
-from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec
+from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec, select_batch
 
 NormPlacement = Literal["pre", "post"]
 KV = tuple[Tensor, Tensor]  # projected keys and values, each [B, H, S, dh]
@@ -136,10 +137,13 @@ class DecoderLayer(nn.Module):
         cross_kv: KV,
         src_lens: Tensor,
         need_weights: bool,
+        group: int = 1,
     ) -> tuple[Tensor, Tensor | None, KV]:
         """x [B, T, d] at the positions after ``cache`` (earlier keys/values [B, H, t, dh]).
 
         self_lens: [B, T] causal valid lengths, or None when every key is visible.
+        cross_kv [B / group, H, S, dh] and src_lens [B / group]: each memory row serves
+        ``group`` consecutive rows of x (a sentence's beams in search).
         Returns (x [B, T, d], cross-attention [B, H, T, S] or None, keys/values so far).
         """
         h = self.self_block.inputs(x)
@@ -149,9 +153,15 @@ class DecoderLayer(nn.Module):
         attended, _ = self.self_attn.attend(h, keys, values, self_lens, need_weights=False)
         x = self.self_block.output(x, attended)
         h = self.cross_block.inputs(x)
+        B, T, d = h.shape
+        # The group's queries side by side: [B / group, group * T, d] against one memory row.
         attended, weights = self.cross_attn.attend(
-            h, *cross_kv, src_lens, need_weights=need_weights
+            h.reshape(B // group, group * T, d), *cross_kv, src_lens, need_weights=need_weights
         )
+        attended = attended.reshape(B, T, d)
+        if weights is not None and group > 1:  # [B / group, H, group * T, S] -> [B, H, T, S]
+            H, S = weights.size(1), weights.size(-1)
+            weights = weights.view(B // group, H, group, T, S).transpose(1, 2).reshape(B, H, T, S)
         x = self.cross_block.output(x, attended)
         x = self.ff_block.output(x, self.feed_forward(self.ff_block.inputs(x)))
         return x, weights, (keys, values)
@@ -159,12 +169,38 @@ class DecoderLayer(nn.Module):
 
 @dataclass
 class TransformerState(State):
-    """Per-layer cross keys/values [B, H, S, dh] and self-attention caches [B, H, t, dh]."""
+    """The decoder's state for N rows, whose source side is kept once per sentence.
+
+    cross: per layer, the source's keys/values [N / group, H, S, dh]; src_lens: [N / group];
+    rows i * group ... i * group + group - 1 (a sentence's beams) share their row i, so
+    reordering beams within sentences, as beam search does every step, copies none of it.
+    cache: per layer, the self-attention keys/values so far [N, H, t, dh].
+    """
 
     cross: list[KV]
     cache: list[KV]
-    src_lens: Tensor  # [B]
+    src_lens: Tensor
     position: int  # target position of the next step
+    group: int = 1
+
+    def select(self, indices: Tensor) -> TransformerState:
+        """The state of rows ``indices`` [N']; the source side follows their sentences."""
+        sentences = torch.div(indices, self.group, rounding_mode="floor")  # [N']
+        runs, run_lengths = torch.unique_consecutive(sentences, return_counts=True)
+        # Runs of one length g: row j belongs to sentence runs[j // g]; else one row each.
+        grouped = run_lengths.numel() > 0 and bool((run_lengths == run_lengths[0]).all())
+        group = int(run_lengths[0]) if grouped else 1
+        shared = runs if grouped else sentences
+        unchanged = shared.numel() == self.src_lens.numel() and bool(
+            (shared == torch.arange(shared.numel(), device=shared.device)).all()
+        )
+        return TransformerState(
+            cross=self.cross if unchanged else select_batch(self.cross, shared),
+            cache=select_batch(self.cache, indices),
+            src_lens=self.src_lens if unchanged else self.src_lens.index_select(0, shared),
+            position=self.position,
+            group=group,
+        )
 
 
 class Transformer(EncoderDecoder):
@@ -261,9 +297,11 @@ class Transformer(EncoderDecoder):
         for layer, cross_kv, layer_cache in zip(
             self.decoder, state.cross, state.cache, strict=True
         ):
-            x, layer_weights, kv = layer(x, layer_cache, None, cross_kv, state.src_lens, True)
+            x, layer_weights, kv = layer(
+                x, layer_cache, None, cross_kv, state.src_lens, True, state.group
+            )
             cache.append(kv)
             weights.append(layer_weights.squeeze(2))  # [B, H, S]
         logprobs = torch.log_softmax(self.output(self.decoder_norm(x)).squeeze(1), dim=-1)
-        next_state = TransformerState(state.cross, cache, state.src_lens, state.position + 1)
+        next_state = dataclasses.replace(state, cache=cache, position=state.position + 1)
         return logprobs, next_state, torch.stack(weights, dim=1)  # [B, L, H, S]
