@@ -12,9 +12,10 @@ L decoder layers, C context size.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
@@ -22,7 +23,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import AdditiveAttention, Attention
 from seq2seq.dropout import Dropout
-from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec
+from seq2seq.model import EncoderDecoder, Memory, VocabSpec
+from seq2seq.shared_source import SharedSourceState, group_queries, ungroup_weights
 
 CellType = Literal["gru", "lstm"]
 MergeType = Literal["concat", "sum"]
@@ -103,15 +105,18 @@ class RNNEncoder(nn.Module):
 
 
 @dataclass
-class RNNState(State):
-    """Decoder state between steps. Every tensor is batch-first."""
+class RNNState(SharedSourceState):
+    """Decoder state between steps for B rows, G = B / group sentences (see shared_source).
+    Every tensor is batch-first."""
 
+    per_sentence: ClassVar[frozenset[str]] = frozenset({"keys", "values", "src_lens"})
     hidden: Hidden  # [B, L, H] (or (h, c))
-    keys: Tensor  # attention-prepared keys [B, S, *]
-    values: Tensor  # attention-prepared values [B, S, *]
-    src_lens: Tensor  # [B]
+    keys: Tensor  # attention-prepared keys [G, S, *]
+    values: Tensor  # attention-prepared values [G, S, *]
+    src_lens: Tensor  # [G]
     feed: Tensor  # Luong input feeding h~_{t-1} [B, H]; unused ([B, 0]) otherwise
     position: int  # target position t of the next step
+    group: int = 1
 
 
 class RNNDecoder(nn.Module):
@@ -169,11 +174,13 @@ class RNNDecoder(nn.Module):
 
     def _attend(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor]:
         """query [B, Dq] -> (context [B, C], weights [B, *heads, S])."""
-        position = torch.full_like(state.src_lens, state.position).unsqueeze(1)  # [B, 1]
+        queries = group_queries(query.unsqueeze(1), state.group)  # [G, group, Dq]
+        position = torch.full(queries.shape[:2], state.position, device=query.device)
         context, weights = self.attention.attend(
-            query.unsqueeze(1), state.keys, state.values, state.src_lens, position
-        )
-        return context.squeeze(1), weights.squeeze(-2)
+            queries, state.keys, state.values, state.src_lens, position
+        )  # [G, group, C], [G, *heads, group, S]
+        weights = ungroup_weights(weights, state.group)  # [B, *heads, 1, S]
+        return context.reshape(query.size(0), -1), weights.squeeze(-2)
 
     def _run_rnn(self, rnn_input: Tensor, hidden: Hidden) -> tuple[Tensor, Hidden]:
         """One RNN step: rnn_input [B, I], hidden [B, L, H] -> (top output [B, H], hidden)."""
@@ -218,9 +225,7 @@ class BahdanauDecoder(RNNDecoder):
         context, weights = self._attend(_top_layer(state.hidden), state)
         output, hidden = self._run_rnn(torch.cat([embedded, context], dim=-1), state.hidden)
         pre = torch.tanh(self.combine(torch.cat([output, context, embedded], dim=-1)))
-        next_state = RNNState(
-            hidden, state.keys, state.values, state.src_lens, state.feed, state.position + 1
-        )
+        next_state = dataclasses.replace(state, hidden=hidden, position=state.position + 1)
         return self.dropout(pre), next_state, weights
 
 
@@ -238,8 +243,8 @@ class LuongDecoder(RNNDecoder):
         context, weights = self._attend(output, state)
         attentional = torch.tanh(self.combine(torch.cat([context, output], dim=-1)))  # h~_t
         feed = attentional if self.input_feeding else state.feed
-        next_state = RNNState(
-            hidden, state.keys, state.values, state.src_lens, feed, state.position + 1
+        next_state = dataclasses.replace(
+            state, hidden=hidden, feed=feed, position=state.position + 1
         )
         return self.dropout(attentional), next_state, weights
 

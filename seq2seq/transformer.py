@@ -12,14 +12,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
 from seq2seq.attention import MultiHeadAttention
 from seq2seq.dropout import Dropout
-from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec, select_batch
+from seq2seq.model import EncoderDecoder, Memory, VocabSpec
+from seq2seq.shared_source import SharedSourceState, group_queries, ungroup_weights
 
 NormPlacement = Literal["pre", "post"]
 KV = tuple[Tensor, Tensor]  # projected keys and values, each [B, H, S, dh]
@@ -153,54 +154,29 @@ class DecoderLayer(nn.Module):
         attended, _ = self.self_attn.attend(h, keys, values, self_lens, need_weights=False)
         x = self.self_block.output(x, attended)
         h = self.cross_block.inputs(x)
-        B, T, d = h.shape
-        # The group's queries side by side: [B / group, group * T, d] against one memory row.
         attended, weights = self.cross_attn.attend(
-            h.reshape(B // group, group * T, d), *cross_kv, src_lens, need_weights=need_weights
-        )
-        attended = attended.reshape(B, T, d)
-        if weights is not None and group > 1:  # [B / group, H, group * T, S] -> [B, H, T, S]
-            H, S = weights.size(1), weights.size(-1)
-            weights = weights.view(B // group, H, group, T, S).transpose(1, 2).reshape(B, H, T, S)
-        x = self.cross_block.output(x, attended)
+            group_queries(h, group), *cross_kv, src_lens, need_weights=need_weights
+        )  # [B / group, group * T, d], [B / group, H, group * T, S]
+        x = self.cross_block.output(x, attended.reshape(x.shape))
+        weights = None if weights is None else ungroup_weights(weights, group)
         x = self.ff_block.output(x, self.feed_forward(self.ff_block.inputs(x)))
         return x, weights, (keys, values)
 
 
 @dataclass
-class TransformerState(State):
-    """The decoder's state for N rows, whose source side is kept once per sentence.
+class TransformerState(SharedSourceState):
+    """The decoder's state for N rows, G = N / group sentences (see shared_source).
 
-    cross: per layer, the source's keys/values [N / group, H, S, dh]; src_lens: [N / group];
-    rows i * group ... i * group + group - 1 (a sentence's beams) share their row i, so
-    reordering beams within sentences, as beam search does every step, copies none of it.
+    cross: per layer, the source's keys/values [G, H, S, dh]; src_lens: [G];
     cache: per layer, the self-attention keys/values so far [N, H, t, dh].
     """
 
+    per_sentence: ClassVar[frozenset[str]] = frozenset({"cross", "src_lens"})
     cross: list[KV]
     cache: list[KV]
     src_lens: Tensor
     position: int  # target position of the next step
     group: int = 1
-
-    def select(self, indices: Tensor) -> TransformerState:
-        """The state of rows ``indices`` [N']; the source side follows their sentences."""
-        sentences = torch.div(indices, self.group, rounding_mode="floor")  # [N']
-        runs, run_lengths = torch.unique_consecutive(sentences, return_counts=True)
-        # Runs of one length g: row j belongs to sentence runs[j // g]; else one row each.
-        grouped = run_lengths.numel() > 0 and bool((run_lengths == run_lengths[0]).all())
-        group = int(run_lengths[0]) if grouped else 1
-        shared = runs if grouped else sentences
-        unchanged = shared.numel() == self.src_lens.numel() and bool(
-            (shared == torch.arange(shared.numel(), device=shared.device)).all()
-        )
-        return TransformerState(
-            cross=self.cross if unchanged else select_batch(self.cross, shared),
-            cache=select_batch(self.cache, indices),
-            src_lens=self.src_lens if unchanged else self.src_lens.index_select(0, shared),
-            position=self.position,
-            group=group,
-        )
 
 
 class Transformer(EncoderDecoder):

@@ -7,12 +7,7 @@ import torch
 
 from seq2seq.model import VocabSpec
 from seq2seq.search import translate_batch
-from seq2seq.transformer import (
-    PositionalEncoding,
-    Transformer,
-    TransformerState,
-    sinusoidal_table,
-)
+from seq2seq.transformer import PositionalEncoding, Transformer, sinusoidal_table
 
 VOCAB = VocabSpec(src_size=40, tgt_size=40, pad_id=0, bos_id=2, eos_id=3, joint=True)
 
@@ -163,39 +158,3 @@ def test_gradients_reach_every_parameter():
     logits.sum().backward()
     for name, parameter in model.named_parameters():
         assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
-
-
-def row_by_row(state: TransformerState, indices: torch.Tensor) -> TransformerState:
-    """``state.select(indices)`` the plain way: every row carries its own source side."""
-    sentences = torch.div(indices, state.group, rounding_mode="floor")
-    return TransformerState(
-        cross=[(k[sentences], v[sentences]) for k, v in state.cross],
-        cache=[(k[indices], v[indices]) for k, v in state.cache],
-        src_lens=state.src_lens[sentences],
-        position=state.position,
-    )
-
-
-@pytest.mark.parametrize(
-    ("reorders", "final_group"),
-    [
-        ([[0, 0, 1, 1, 2, 2], [1, 0, 2, 2, 5, 4], [2, 3, 4, 5]], 2),  # beams within sentences
-        ([[2, 0, 0, 1], [3, 3, 0, 1], [1, 2]], 1),  # rows from anywhere: one row per sentence
-    ],
-)
-def test_steps_after_selects_equal_a_state_copied_row_by_row(reorders, final_group):
-    """Beam search reorders rows every step; keeping the source side once per sentence
-    (and following sentences, not rows) must give the same log-probs and attention."""
-    model = make_model()
-    src, src_lens, _ = batch()
-    shared = plain = model.start(model.encode(src, src_lens))
-    torch.manual_seed(2)
-    for indices in reorders:
-        indices = torch.tensor(indices)
-        tokens = torch.randint(4, VOCAB.tgt_size, (len(indices),))
-        shared, plain = shared.select(indices), row_by_row(plain, indices)
-        shared_out, shared, shared_attn = model.step(tokens, shared)
-        plain_out, plain, plain_attn = model.step(tokens, plain)
-        assert torch.allclose(shared_out, plain_out, atol=1e-5)
-        assert torch.allclose(shared_attn, plain_attn, atol=1e-6)
-    assert shared.group == final_group

@@ -1,0 +1,77 @@
+"""Decoder states that keep the source side once per sentence, not once per beam.
+
+Beam search reorders the decoder's rows at every step (``state.select``), but the rows it
+picks for a sentence always come from that sentence's own beams, and their source side
+(attention keys and values, source lengths) is the same for all of them. A
+``SharedSourceState`` stores that source side once per sentence: rows
+``i * group ... i * group + group - 1`` share its row ``i``. Selecting rows then copies
+only the per-row fields, and attention reads a sentence's ``group`` queries side by side
+against its one source row (``group_queries`` / ``ungroup_weights``).
+
+Shapes: N decoder rows, G = N / group sentences, T queries per row, S source positions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar, TypeVar
+
+import torch
+from torch import Tensor
+
+from seq2seq.model import State, select_batch
+
+SharedT = TypeVar("SharedT", bound="SharedSourceState")
+
+
+def follow_sentences(indices: Tensor, group: int, sentences: int) -> tuple[Tensor | None, int]:
+    """Where rows ``indices`` [N'] of a state with ``group`` rows per sentence (of
+    ``sentences``) take their source side from.
+
+    Returns (sentence of each new group [N' / group'], or None when that is every
+    sentence in order, unchanged; group'). When the new rows come in runs of one length
+    from one sentence each (beam expansion, reordering within sentences, dropping finished
+    sentences) group' is that length; otherwise every row gets its own source row.
+    """
+    of_row = torch.div(indices, group, rounding_mode="floor")  # [N']
+    runs, run_lengths = torch.unique_consecutive(of_row, return_counts=True)
+    even = run_lengths.numel() > 0 and bool((run_lengths == run_lengths[0]).all())
+    followed, new_group = (runs, int(run_lengths[0])) if even else (of_row, 1)
+    in_order = followed.numel() == sentences and bool(
+        (followed == torch.arange(sentences, device=followed.device)).all()
+    )
+    return (None if in_order else followed), new_group
+
+
+class SharedSourceState(State):
+    """A ``State`` dataclass whose fields named in ``per_sentence`` hold one row per
+    sentence, among them ``src_lens`` [G]; every other field holds one row per decoder
+    row; ``group`` is the number of decoder rows per sentence."""
+
+    per_sentence: ClassVar[frozenset[str]]
+    src_lens: Tensor
+    group: int
+
+    def select(self: SharedT, indices: Tensor) -> SharedT:
+        followed, group = follow_sentences(indices, self.group, self.src_lens.numel())
+        changes = {}
+        for field in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, field.name)
+            if field.name not in self.per_sentence:
+                changes[field.name] = select_batch(value, indices)
+            elif followed is not None:
+                changes[field.name] = select_batch(value, followed)
+        changes["group"] = group
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def group_queries(queries: Tensor, group: int) -> Tensor:
+    """[N, T, ...] -> [G, group * T, ...]: each sentence's rows side by side."""
+    return queries.reshape(queries.size(0) // group, group * queries.size(1), *queries.shape[2:])
+
+
+def ungroup_weights(weights: Tensor, group: int) -> Tensor:
+    """Attention weights [G, *heads, group * T, S] -> [N, *heads, T, S]."""
+    G, *heads, grouped, S = weights.shape
+    per_row = weights.reshape(G, *heads, group, grouped // group, S).movedim(-3, 1)
+    return per_row.reshape(G * group, *heads, grouped // group, S)

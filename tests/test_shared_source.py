@@ -1,0 +1,98 @@
+"""Search states that keep the source side once per sentence (seq2seq/shared_source.py)."""
+
+from dataclasses import fields, replace
+
+import pytest
+import torch
+from test_attention import VARIANTS, Variant
+
+from seq2seq.model import EncoderDecoder, VocabSpec, select_batch
+from seq2seq.rnn import RNNSeq2Seq
+from seq2seq.shared_source import SharedSourceState, follow_sentences, ungroup_weights
+from seq2seq.transformer import Transformer
+
+VOCAB = VocabSpec(src_size=40, tgt_size=40, pad_id=0, bos_id=2, eos_id=3, joint=True)
+# (rows picked at each step, the group size after the last): beam search's pattern of
+# expanding, reordering within sentences and dropping finished ones, and rows from anywhere.
+REORDERS = {
+    "beams": ([[0, 0, 1, 1, 2, 2], [1, 0, 2, 2, 5, 4], [2, 3, 4, 5]], 2),
+    "anywhere": ([[2, 0, 0, 1], [3, 3, 0, 1], [1, 2]], 1),
+}
+every_reorder = pytest.mark.parametrize("reorder", REORDERS.values(), ids=REORDERS.keys())
+
+
+def row_by_row(state: SharedSourceState, indices: torch.Tensor) -> SharedSourceState:
+    """``state.select(indices)`` done plainly: every row gets its own copy of the source side."""
+    sentences = torch.div(indices, state.group, rounding_mode="floor")
+    changes = {
+        f.name: select_batch(
+            getattr(state, f.name), sentences if f.name in state.per_sentence else indices
+        )
+        for f in fields(state)
+    }
+    return replace(state, **{**changes, "group": 1})
+
+
+def check_steps_after_selects(model: EncoderDecoder, reorder: tuple[list, int]) -> None:
+    rows, final_group = reorder
+    torch.manual_seed(1)
+    src = torch.randint(4, VOCAB.src_size, (3, 7))
+    shared = plain = model.start(model.encode(src, torch.tensor([7, 4, 1])))
+    for indices in map(torch.tensor, rows):
+        tokens = torch.randint(4, VOCAB.tgt_size, (len(indices),))
+        shared, plain = shared.select(indices), row_by_row(plain, indices)
+        shared_out, shared, shared_attn = model.step(tokens, shared)
+        plain_out, plain, plain_attn = model.step(tokens, plain)
+        assert torch.allclose(shared_out, plain_out, atol=1e-5)
+        assert torch.allclose(shared_attn, plain_attn, atol=1e-6)
+    assert shared.group == final_group
+
+
+@every_reorder
+def test_transformer_steps_equal_a_state_copied_row_by_row(reorder):
+    torch.manual_seed(0)
+    model = Transformer(VOCAB, model_size=32, num_heads=4, ff_size=64, encoder_layers=2)
+    check_steps_after_selects(model.eval(), reorder)
+
+
+@every_reorder
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
+def test_rnn_steps_equal_a_state_copied_row_by_row(variant: Variant, reorder):
+    torch.manual_seed(0)
+    model = RNNSeq2Seq(
+        VOCAB, embed_size=12, hidden_size=16, style="luong", attention=variant.build,
+        bidirectional=not variant.same_size, dropout=0.0,
+    )  # fmt: skip
+    check_steps_after_selects(model.eval(), reorder)
+
+
+def test_bahdanau_style_steps_equal_a_state_copied_row_by_row():
+    torch.manual_seed(0)
+    model = RNNSeq2Seq(VOCAB, embed_size=12, hidden_size=16, style="bahdanau", dropout=0.0)
+    check_steps_after_selects(model.eval(), REORDERS["beams"])
+
+
+@pytest.mark.parametrize(
+    ("indices", "group", "followed", "new_group"),
+    [
+        ([0, 0, 1, 1, 2, 2], 1, None, 2),  # beam expansion: sentences unchanged
+        ([1, 0, 3, 3, 5, 4], 2, None, 2),  # reordering within sentences
+        ([0, 1, 4, 5], 2, [0, 2], 2),  # sentence 1 finished
+        ([2, 0, 0, 1], 1, [2, 0, 0, 1], 1),  # uneven runs: one source row per row
+        ([], 2, [], 1),
+    ],
+)
+def test_follow_sentences(indices, group, followed, new_group):
+    got, got_group = follow_sentences(torch.tensor(indices, dtype=torch.long), group, 3)
+    assert got_group == new_group
+    assert (got is None) if followed is None else got.tolist() == followed
+
+
+def test_ungroup_weights_gives_each_row_its_own_queries():
+    G, H, group, T, S = 2, 3, 4, 2, 5
+    weights = torch.randn(G, H, group * T, S)
+    rows = ungroup_weights(weights, group)
+    assert rows.shape == (G * group, H, T, S)
+    for i in range(G):
+        for j in range(group):
+            assert torch.equal(rows[i * group + j], weights[i, :, j * T : (j + 1) * T])
