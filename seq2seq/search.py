@@ -151,7 +151,7 @@ def _beam(
         at_limit = (max_lens[active] <= t).repeat_interleave(K)
         logprobs = _force_eos(logprobs, at_limit, eos)
         V = logprobs.size(-1)
-        candidates = (scores.view(-1, 1) + logprobs).view(A, K * V)
+        candidates = logprobs.add_(scores.view(-1, 1)).view(A, K * V)  # in place, as above
         cand_scores, cand_ids = candidates.topk(2 * K, dim=1)  # [A, 2K]
         beam, token = cand_ids // V, cand_ids % V
         rows = beam + torch.arange(A, device=device).unsqueeze(1) * K  # [A, 2K] rows of state
