@@ -45,6 +45,14 @@ from seq2seq.sources import read_lines
 
 BASELINE = "bahdanau"  # every variant is tested against it
 TRANSFORMER = "transformer"
+
+
+def is_transformer(name: str) -> bool:
+    """Transformer configs are ``transformer`` and its variants (``transformer-lowercase``);
+    every other config is an RNN."""
+    return name.startswith(TRANSFORMER)
+
+
 SEQ2SEQ = [sys.executable, "-m", "seq2seq.cli"]
 TEST_SPLIT = "test_2016_flickr"
 
@@ -239,7 +247,7 @@ def paired_bootstrap(
     difference from the baseline of each comparison (the first system of the test).
     """
     by_name = {r["name"]: r for r in results}
-    rnns = [r for r in results if not r["name"].startswith(TRANSFORMER)]  # e.g. -lowercase
+    rnns = [r for r in results if not is_transformer(r["name"])]
     comparisons = []
     if BASELINE in by_name:
         others = [name for name in by_name if name != BASELINE]

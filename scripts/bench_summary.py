@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from bench_quality import is_transformer  # scripts/ is on sys.path when a script runs
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -58,7 +59,7 @@ def summary(folder: Path) -> str:
     plain = get(speed, "median_target_tokens_per_s", "torch.nn.Transformer")
     ours_rnn = get(scale, "throughput", "bahdanau", "2000", "target_tokens_per_s")
     transformer = quality_row(de, "transformer")
-    rnns = [r for r in de.get("results", []) if r["name"] != "transformer"]
+    rnns = [r for r in de.get("results", []) if not is_transformer(r["name"])]
     best_rnn = max(rnns, key=lambda r: r["bleu_literature"] or 0) if rnns else None
     lines = [
         f"# Benchmark summary: {folder}",
@@ -93,16 +94,20 @@ def summary(folder: Path) -> str:
             1.3,
         ),
         "",
-        "| quality (En→De test_2016, literature BLEU) | measured | target | |",
+        "| En→De test_2016: literature BLEU, beam-5 sentences/s | measured | target | |",
         "|---|---|---|---|",
     ]
-    for what, row, goal in (("Transformer", transformer, 41.0), ("best RNN", best_rnn, 38.0)):
-        if row is None or row.get("bleu_literature") is None:
-            lines.append(f"| {what} | – | ≥ {goal} | not measured |")
+    for what, row, key, goal in (
+        ("Transformer", transformer, "bleu_literature", 41.0),
+        ("best RNN", best_rnn, "bleu_literature", 38.0),
+        ("Transformer beam-5 decoding", transformer, "decode_sentences_per_sec", 100.0),
+    ):
+        if row is None or row.get(key) is None:
+            lines.append(f"| {what} | – | ≥ {goal:g} | not measured |")
             continue
-        verdict = "met" if row["bleu_literature"] >= goal else "missed"
+        verdict = "met" if row[key] >= goal else "missed"
         label = f"{what} ({row['name']}, {row['budget']})"
-        lines.append(f"| {label} | {row['bleu_literature']:.2f} | ≥ {goal} | {verdict} |")
+        lines.append(f"| {label} | {row[key]:.2f} | ≥ {goal:g} | {verdict} |")
     for pair in ("en-de", "en-fr"):
         table = folder / f"quality-{pair}" / "results.md"
         if table.exists():

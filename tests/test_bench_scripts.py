@@ -13,10 +13,13 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
+    """The script as a module, importing its sibling scripts as it does when run."""
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(SCRIPTS))
+        spec.loader.exec_module(module)
     return module
 
 
@@ -59,6 +62,8 @@ def test_summary_reads_every_part_and_reports_missing_ones(summary: ModuleType, 
         {"name": "bahdanau", "bleu": 30.0, "bleu_literature": 38.5, "budget": "1 min"},
         {"name": "transformer", "bleu": 35.0, "bleu_literature": 40.0, "budget": "1 min",
          "decode_sentences_per_sec": 100.0},
+        {"name": "transformer-lowercase", "bleu": 8.0, "bleu_literature": 40.5,
+         "budget": "1 min"},  # a Transformer, however well it scores: not the best RNN
     ]  # fmt: skip
     write_json(tmp_path / "quality-en-de" / "results.json", {"results": rows})
     text = summary.summary(tmp_path)
@@ -73,6 +78,8 @@ def test_summary_reads_every_part_and_reports_missing_ones(summary: ModuleType, 
     assert rnn_row.endswith("not measured (ours) |")
     assert any(line.startswith("| Transformer (transformer") and "missed" in line for line in lines)
     assert any(line.startswith("| best RNN (bahdanau") and "| met |" in line for line in lines)
+    decoding = next(line for line in lines if line.startswith("| Transformer beam-5 decoding ("))
+    assert "| 100.00 | ≥ 100 | met |" in decoding
 
 
 def test_paired_bootstrap_compares_every_config_with_the_baseline(
