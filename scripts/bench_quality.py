@@ -5,7 +5,8 @@ and the Transformer) this runs ``seq2seq fit`` with the same budget (``--minutes
 wall-clock time per config, given to Lightning as ``--trainer.max_time``, and/or
 ``--epochs``), then scores on test_2016_flickr with ``seq2seq evaluate --json --beam 5``
 (which also reports its decoding speed) the best checkpoint, or, for a config that keeps
-its recent epochs (``recent-*.ckpt``, the Transformer), their average. It writes
+its recent epochs (``recent-*.ckpt``, the Transformer), their average when it beats the
+best checkpoint on val (beam search, sacreBLEU; both val scores are kept). It writes
 ``results.md`` and ``results.json`` with: sacreBLEU, the Multi30k literature's BLEU
 (lowercased, Moses-tokenised), chrF, training target tokens/s (the mean of
 ``train/device/items_per_sec`` in the run's metrics.csv), decoding sentences/s, each
@@ -55,6 +56,7 @@ def is_transformer(name: str) -> bool:
 
 SEQ2SEQ = [sys.executable, "-m", "seq2seq.cli"]
 TEST_SPLIT = "test_2016_flickr"
+VAL_SPLIT = "val"
 
 
 def run(command: list[str], stdout: Path, stderr: Path) -> dict[str, float]:
@@ -89,10 +91,14 @@ def last_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def best_checkpoint(last: Path, state: dict[str, Any]) -> Path:
-    """The checkpoint with the best validation BLEU the run's callbacks recorded, else last."""
-    for callback in state.get("callbacks", {}).values():
+    """The checkpoint with the best validation BLEU the run's callbacks recorded, else last.
+
+    Only a ModelCheckpoint that monitors val BLEU counts: the Transformer configs' second
+    one keeps the recent epochs (monitor: epoch), and its "best" is merely the newest.
+    """
+    for key, callback in state.get("callbacks", {}).items():
         best = callback.get("best_model_path") if isinstance(callback, dict) else None
-        if best and Path(best).is_file():
+        if "'monitor': 'val_bleu" in key and best and Path(best).is_file():
             return Path(best)
     return last
 
@@ -190,6 +196,25 @@ def averaged_checkpoint(trained: dict[str, Any], folder: Path) -> str:
     return str(averaged)
 
 
+def chosen_checkpoint(
+    trained: dict[str, Any], folder: Path, val: tuple[Path, Path], beam: int
+) -> tuple[str, dict[str, float]]:
+    """The run's average of its recent checkpoints or its best single one, whichever has
+    the higher sacreBLEU on val (an average over the first epochs of a short budget can be
+    far worse than the last epoch alone); and the two val scores, when there was a choice."""
+    best = trained["checkpoint"]
+    averaged = averaged_checkpoint(trained, folder)
+    if averaged == best:
+        return best, {}
+    val_bleu = {}
+    for name, checkpoint in (("averaged", averaged), ("best", best)):
+        scratch = folder / f"val-{name}"
+        scratch.mkdir(exist_ok=True)
+        val_bleu[f"val_bleu_{name}"] = evaluate(checkpoint, *val, scratch, beam)["bleu"]
+    chosen = averaged if val_bleu["val_bleu_averaged"] >= val_bleu["val_bleu_best"] else best
+    return chosen, val_bleu
+
+
 def evaluate(checkpoint: str, src: Path, ref: Path, folder: Path, beam: int) -> dict[str, Any]:
     """Scores and decoding speed from ``seq2seq evaluate --json``, and that run's peak RSS."""
     command = [*SEQ2SEQ, "evaluate", "--ckpt", checkpoint, "--src", str(src), "--ref", str(ref)]
@@ -210,10 +235,12 @@ def evaluate(checkpoint: str, src: Path, ref: Path, folder: Path, beam: int) -> 
     }
 
 
-def test_files(data: Path, pair: str, lines: int | None, scratch: Path) -> tuple[Path, Path]:
-    """The test source and reference files, cut to their first ``lines`` in ``scratch``."""
+def split_files(
+    data: Path, split: str, pair: str, lines: int | None, scratch: Path
+) -> tuple[Path, Path]:
+    """A split's source and reference files, cut to their first ``lines`` in ``scratch``."""
     src_lang, tgt_lang = pair.split("-")
-    src, ref = data / f"{TEST_SPLIT}.{src_lang}.gz", data / f"{TEST_SPLIT}.{tgt_lang}.gz"
+    src, ref = data / f"{split}.{src_lang}.gz", data / f"{split}.{tgt_lang}.gz"
     if lines is None:
         return src, ref
     cut = []
@@ -376,7 +403,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     results, failures = [], []
     with tempfile.TemporaryDirectory() as scratch:
-        src, ref = test_files(args.data, args.pair, args.test_lines, Path(scratch))
+        src, ref = split_files(args.data, TEST_SPLIT, args.pair, args.test_lines, Path(scratch))
+        val = split_files(args.data, VAL_SPLIT, args.pair, args.test_lines, Path(scratch))
         for name in args.configs:
             folder = args.out / name
             done = folder / "result.json"
@@ -387,9 +415,9 @@ def main() -> None:
             folder.mkdir(parents=True, exist_ok=True)
             try:
                 trained = train(name, args, folder)
-                checkpoint = averaged_checkpoint(trained, folder)
+                checkpoint, val_scores = chosen_checkpoint(trained, folder, val, args.beam)
                 print(f"[{name}] evaluating {checkpoint}", flush=True)
-                scores = evaluate(checkpoint, src, ref, folder, args.beam)
+                scores = {**val_scores, **evaluate(checkpoint, src, ref, folder, args.beam)}
             except (RuntimeError, FileNotFoundError) as error:
                 print(f"[{name}] {error}", file=sys.stderr)
                 failures.append(name)

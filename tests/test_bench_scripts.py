@@ -118,9 +118,13 @@ def test_an_adopted_run_is_scored_from_its_own_records(quality: ModuleType, tmp_
     checkpoints.mkdir(parents=True)
     best = checkpoints / "epoch03-bleu40.00.ckpt"
     best.write_bytes(b"")
+    (checkpoints / "recent-epoch04.ckpt").write_bytes(b"")
     state = {
         "callbacks": {
             "Timer": {"time_elapsed": {"train": 3456.5, "validate": 1.0}},
+            "ModelCheckpoint{'monitor': 'epoch', 'mode': 'max'}": {
+                "best_model_path": str(checkpoints / "recent-epoch04.ckpt")
+            },  # the recent epochs' callback: newest, not best
             "ModelCheckpoint{'monitor': 'val_bleu'}": {"best_model_path": str(best)},
         }
     }
@@ -142,6 +146,37 @@ def test_an_adopted_run_is_scored_from_its_own_records(quality: ModuleType, tmp_
     assert json.loads((folder / "train.json").read_text()) == trained
     # with no recent-*.ckpt to average, the run's best checkpoint is what gets scored
     assert quality.averaged_checkpoint(trained, folder) == str(best)
+
+
+@pytest.mark.parametrize(("averaged_bleu", "chosen"), [(30.0, "averaged"), (20.0, "best")])
+def test_val_chooses_between_the_average_and_the_best_checkpoint(
+    quality: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, averaged_bleu, chosen
+):
+    checkpoints = tmp_path / "run" / "logs" / "version_0" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    for epoch in range(3):
+        (checkpoints / f"recent-epoch{epoch:02d}.ckpt").write_bytes(b"")
+    paths = {"best": str(checkpoints / "epoch02-bleu25.00.ckpt"),
+             "averaged": str(tmp_path / "averaged.ckpt")}  # fmt: skip
+    val_bleu = {paths["averaged"]: averaged_bleu, paths["best"]: 25.0}
+    scored = []
+
+    def fake_evaluate(checkpoint: str, src: Path, ref: Path, folder: Path, beam: int) -> dict:
+        scored.append((checkpoint, src.name, folder.name))
+        return {"bleu": val_bleu[checkpoint]}
+
+    monkeypatch.setattr(quality, "evaluate", fake_evaluate)
+    monkeypatch.setattr(quality, "averaged_checkpoint", lambda trained, folder: paths["averaged"])
+    trained = {"checkpoint": paths["best"], "run_dir": str(tmp_path / "run")}
+    val = (tmp_path / "val.en", tmp_path / "val.de")
+    checkpoint, scores = quality.chosen_checkpoint(trained, tmp_path, val, beam=5)
+    assert checkpoint == paths[chosen]
+    assert scores == {"val_bleu_averaged": averaged_bleu, "val_bleu_best": 25.0}
+    assert scored == [(paths["averaged"], "val.en", "val-averaged"),
+                      (paths["best"], "val.en", "val-best")]  # fmt: skip
+    # a run with nothing to average: its best checkpoint, no val decoding
+    monkeypatch.setattr(quality, "averaged_checkpoint", lambda trained, folder: paths["best"])
+    assert quality.chosen_checkpoint(trained, tmp_path, val, beam=5) == (paths["best"], {})
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in SCRIPTS.glob("*.py")))
