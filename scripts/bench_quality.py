@@ -6,7 +6,7 @@ wall-clock time per config, given to Lightning as ``--trainer.max_time``, and/or
 ``--epochs``), then scores on test_2016_flickr with ``seq2seq evaluate --json --beam 5``
 (which also reports its decoding speed) the best checkpoint, or, for a config that keeps
 its recent epochs (``recent-*.ckpt``, the Transformer), their average when it beats the
-best checkpoint on val (beam search, sacreBLEU; both val scores are kept). It writes
+best checkpoint on val (beam search, literature BLEU; both val scores are kept). It writes
 ``results.md`` and ``results.json`` with: sacreBLEU, the Multi30k literature's BLEU
 (lowercased, Moses-tokenised), chrF, training target tokens/s (the mean of
 ``train/device/items_per_sec`` in the run's metrics.csv), decoding sentences/s, each
@@ -46,17 +46,15 @@ from seq2seq.sources import read_lines
 
 BASELINE = "bahdanau"  # every variant is tested against it
 TRANSFORMER = "transformer"
+SEQ2SEQ = [sys.executable, "-m", "seq2seq.cli"]
+TEST_SPLIT = "test_2016_flickr"
+VAL_SPLIT = "val"
 
 
 def is_transformer(name: str) -> bool:
     """Transformer configs are ``transformer`` and its variants (``transformer-lowercase``);
     every other config is an RNN."""
     return name.startswith(TRANSFORMER)
-
-
-SEQ2SEQ = [sys.executable, "-m", "seq2seq.cli"]
-TEST_SPLIT = "test_2016_flickr"
-VAL_SPLIT = "val"
 
 
 def run(command: list[str], stdout: Path, stderr: Path) -> dict[str, float]:
@@ -200,8 +198,9 @@ def chosen_checkpoint(
     trained: dict[str, Any], folder: Path, val: tuple[Path, Path], beam: int
 ) -> tuple[str, dict[str, float]]:
     """The run's average of its recent checkpoints or its best single one, whichever has
-    the higher sacreBLEU on val (an average over the first epochs of a short budget can be
-    far worse than the last epoch alone); and the two val scores, when there was a choice."""
+    the higher literature BLEU on val (an average over the first epochs of a short budget
+    can be far worse than the last epoch alone; the lowercased score also ranks models that
+    write lowercase); and the two val scores, when there was a choice."""
     best = trained["checkpoint"]
     averaged = averaged_checkpoint(trained, folder)
     if averaged == best:
@@ -210,9 +209,10 @@ def chosen_checkpoint(
     for name, checkpoint in (("averaged", averaged), ("best", best)):
         scratch = folder / f"val-{name}"
         scratch.mkdir(exist_ok=True)
-        val_bleu[f"val_bleu_{name}"] = evaluate(checkpoint, *val, scratch, beam)["bleu"]
-    chosen = averaged if val_bleu["val_bleu_averaged"] >= val_bleu["val_bleu_best"] else best
-    return chosen, val_bleu
+        scores = evaluate(checkpoint, *val, scratch, beam)
+        val_bleu[f"val_bleu_literature_{name}"] = scores["bleu_literature"]
+    averaged_wins = val_bleu["val_bleu_literature_averaged"] >= val_bleu["val_bleu_literature_best"]
+    return (averaged if averaged_wins else best), val_bleu
 
 
 def evaluate(checkpoint: str, src: Path, ref: Path, folder: Path, beam: int) -> dict[str, Any]:

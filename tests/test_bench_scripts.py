@@ -163,7 +163,7 @@ def test_val_chooses_between_the_average_and_the_best_checkpoint(
 
     def fake_evaluate(checkpoint: str, src: Path, ref: Path, folder: Path, beam: int) -> dict:
         scored.append((checkpoint, src.name, folder.name))
-        return {"bleu": val_bleu[checkpoint]}
+        return {"bleu": 0.0, "bleu_literature": val_bleu[checkpoint]}
 
     monkeypatch.setattr(quality, "evaluate", fake_evaluate)
     monkeypatch.setattr(quality, "averaged_checkpoint", lambda trained, folder: paths["averaged"])
@@ -171,7 +171,8 @@ def test_val_chooses_between_the_average_and_the_best_checkpoint(
     val = (tmp_path / "val.en", tmp_path / "val.de")
     checkpoint, scores = quality.chosen_checkpoint(trained, tmp_path, val, beam=5)
     assert checkpoint == paths[chosen]
-    assert scores == {"val_bleu_averaged": averaged_bleu, "val_bleu_best": 25.0}
+    assert scores == {"val_bleu_literature_averaged": averaged_bleu,
+                      "val_bleu_literature_best": 25.0}  # fmt: skip
     assert scored == [(paths["averaged"], "val.en", "val-averaged"),
                       (paths["best"], "val.en", "val-best")]  # fmt: skip
     # a run with nothing to average: its best checkpoint, no val decoding
