@@ -94,9 +94,10 @@ def best_checkpoint(last: Path, state: dict[str, Any]) -> Path:
     Only a ModelCheckpoint that monitors val BLEU counts: the Transformer configs' second
     one keeps the recent epochs (monitor: epoch), and its "best" is merely the newest.
     """
-    for key, callback in state.get("callbacks", {}).items():
-        best = callback.get("best_model_path") if isinstance(callback, dict) else None
-        if "'monitor': 'val_bleu" in key and best and Path(best).is_file():
+    for callback in state.get("callbacks", {}).values():
+        monitor = str(callback.get("monitor")) if isinstance(callback, dict) else ""
+        best = callback.get("best_model_path") if monitor.startswith("val_bleu") else None
+        if best and Path(best).is_file():
             return Path(best)
     return last
 
