@@ -123,9 +123,13 @@ def test_an_adopted_run_is_scored_from_its_own_records(quality: ModuleType, tmp_
         "callbacks": {
             "Timer": {"time_elapsed": {"train": 3456.5, "validate": 1.0}},
             "ModelCheckpoint{'monitor': 'epoch', 'mode': 'max'}": {
-                "best_model_path": str(checkpoints / "recent-epoch04.ckpt")
+                "monitor": "epoch",
+                "best_model_path": str(checkpoints / "recent-epoch04.ckpt"),
             },  # the recent epochs' callback: newest, not best
-            "ModelCheckpoint{'monitor': 'val_bleu'}": {"best_model_path": str(best)},
+            "ModelCheckpoint{'monitor': 'val_bleu'}": {
+                "monitor": "val_bleu",
+                "best_model_path": str(best),
+            },
         }
     }
     torch.save(state, checkpoints / "last.ckpt")
@@ -181,20 +185,19 @@ def test_val_chooses_between_the_average_and_the_best_checkpoint(
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in SCRIPTS.glob("*.py")))
-def test_every_script_imports(name: str, monkeypatch: pytest.MonkeyPatch):
-    """As ``python scripts/X.py`` runs them: with scripts/ on the path, for their imports
-    of each other (bench_scale takes its training step from bench_transformer_speed)."""
-    monkeypatch.syspath_prepend(str(SCRIPTS))
+def test_every_script_imports(name: str):
+    """As ``python scripts/X.py`` runs them (load_script puts scripts/ on the path for
+    their imports of each other: bench_scale takes its training step from
+    bench_transformer_speed)."""
     load_script(name)
 
 
-def test_the_speed_benchmark_step_trains_both_contenders(monkeypatch: pytest.MonkeyPatch):
+def test_the_speed_benchmark_step_trains_both_contenders():
     import torch
 
     from seq2seq.batching import collate
     from seq2seq.model import VocabSpec
 
-    monkeypatch.syspath_prepend(str(SCRIPTS))
     speed = load_script("bench_transformer_speed")
     vocab = VocabSpec(src_size=40, tgt_size=40, pad_id=0, bos_id=2, eos_id=3, joint=True)
     rows = [{"id": i, "src_ids": [5 + i] * (3 + i), "tgt_ids": [9 + i] * (2 + i)} for i in range(3)]
