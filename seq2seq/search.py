@@ -148,8 +148,8 @@ def _beam(
     while active.numel():
         A = active.numel()
         logprobs, state, attn = model.step(prev, state)  # [A*K, V]
-        at_limit = (max_lens[active] <= t).repeat_interleave(K)
-        logprobs = _force_eos(logprobs, at_limit, eos)
+        at_limit = max_lens[active] <= t  # [A]
+        logprobs = _force_eos(logprobs, at_limit.repeat_interleave(K), eos)
         V = logprobs.size(-1)
         candidates = logprobs.add_(scores.view(-1, 1)).view(A, K * V)  # in place, as above
         cand_scores, cand_ids = candidates.topk(2 * K, dim=1)  # [A, 2K]
@@ -174,22 +174,17 @@ def _beam(
                     attention=_trim(history[row], src_lens[i]) if history is not None else None,
                 )
             )
-        # Continue with the K best candidates that are not EOS.
-        order = (torch.arange(2 * K, device=device) + is_eos * 2 * K).argsort(dim=1)[:, :K]
-        scores = cand_scores.gather(1, order)  # [A, K]
-        chosen_rows = rows.gather(1, order).flatten()  # [A*K]
-        prev = token.gather(1, order).flatten()
+        # Sentences with K finished hypotheses or at their length limit leave the batch.
+        n_done = torch.tensor([len(finished[int(i)]) for i in active], device=device)
+        keep = ((n_done < K) & ~at_limit).nonzero().flatten()  # [A']
+        # The others continue with their K best candidates that are not EOS: one
+        # selection of the state's rows per step, for reordering and dropping alike.
+        order = (torch.arange(2 * K, device=device) + is_eos[keep] * 2 * K).argsort(dim=1)[:, :K]
+        active, scores = active[keep], cand_scores[keep].gather(1, order)  # [A', K]
+        chosen_rows = rows[keep].gather(1, order).flatten()  # [A'*K]
+        prev = token[keep].gather(1, order).flatten()
         tokens = torch.cat([tokens[chosen_rows], prev.unsqueeze(1)], dim=1)
         state = state.select(chosen_rows)
         history = history[chosen_rows] if history is not None else None
-
-        n_done = torch.tensor([len(finished[int(i)]) for i in active], device=device)
-        done = (n_done >= K) | (max_lens[active] <= t)
-        if done.any():
-            keep = (~done).nonzero().flatten()
-            keep_rows = (keep.unsqueeze(1) * K + torch.arange(K, device=device)).flatten()
-            active, scores = active[keep], scores[keep]
-            prev, tokens, state = prev[keep_rows], tokens[keep_rows], state.select(keep_rows)
-            history = history[keep_rows] if history is not None else None
         t += 1
     return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
