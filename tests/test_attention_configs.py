@@ -71,3 +71,19 @@ def test_luong_variants_use_the_luong_decoder_with_input_feeding() -> None:
 def test_every_config_has_its_own_run_folder() -> None:
     roots = [load(name)["trainer"]["default_root_dir"] for name in NAMES]
     assert roots == [f"runs/multi30k-en-de-{name}" for name in NAMES]
+
+
+def test_the_hour_recipe_changes_only_the_schedule_and_budget_of_luong_concat() -> None:
+    """luong-concat-hour.yaml is luong-concat.yaml with a cosine schedule fitted to an hour,
+    more patience, and its last epochs kept for averaging: the model is the same."""
+    hour, base = load("luong-concat-hour"), load("luong-concat")
+    assert hour["model"]["schedule"] == "cosine" and "schedule" not in base["model"]
+    assert hour["trainer"]["max_time"] == "00:01:00:00"
+    [recent] = hour["trainer"].pop("callbacks")
+    assert recent["init_args"]["monitor"] == "epoch" and recent["init_args"]["save_top_k"] == 5
+    for config in (hour, base):
+        config["model"].pop("schedule", None)
+        for key in ("max_epochs", "max_time", "default_root_dir"):
+            del config["trainer"][key]
+        del config["early_stopping"]["patience"]
+    assert hour == base
