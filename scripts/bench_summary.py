@@ -58,9 +58,14 @@ def summary(folder: Path) -> str:
     ours_transformer = get(speed, "median_target_tokens_per_s", "seq2seq Transformer")
     plain = get(speed, "median_target_tokens_per_s", "torch.nn.Transformer")
     ours_rnn = get(scale, "throughput", "bahdanau", "2000", "target_tokens_per_s")
-    transformer = quality_row(de, "transformer")
-    rnns = [r for r in de.get("results", []) if not is_transformer(r["name"])]
-    best_rnn = max(rnns, key=lambda r: r["bleu_literature"] or 0) if rnns else None
+    transformer = quality_row(de, "transformer")  # the reference config, for decoding speed
+    best_transformer, best_rnn = (
+        max(rows, key=lambda r: r["bleu_literature"] or 0) if rows else None
+        for rows in (
+            [r for r in de.get("results", []) if is_transformer(r["name"])],
+            [r for r in de.get("results", []) if not is_transformer(r["name"])],
+        )
+    )
     lines = [
         f"# Benchmark summary: {folder}",
         "",
@@ -98,7 +103,7 @@ def summary(folder: Path) -> str:
         "|---|---|---|---|",
     ]
     for what, row, key, goal in (
-        ("Transformer", transformer, "bleu_literature", 41.0),
+        ("best Transformer", best_transformer, "bleu_literature", 41.0),
         ("best RNN", best_rnn, "bleu_literature", 38.0),
         ("Transformer beam-5 decoding", transformer, "decode_sentences_per_sec", 100.0),
     ):
