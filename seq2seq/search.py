@@ -144,6 +144,7 @@ def _beam(
     tokens = prev.new_zeros(B * K, 0)
     history: Tensor | None = None  # [A*K, t, *heads, S]
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    n_finished = torch.zeros(B, dtype=torch.long, device=device)  # len(finished[i])
     t = 0
     while active.numel():
         A = active.numel()
@@ -175,8 +176,8 @@ def _beam(
                 )
             )
         # Sentences with K finished hypotheses or at their length limit leave the batch.
-        n_done = torch.tensor([len(finished[int(i)]) for i in active], device=device)
-        keep = ((n_done < K) & ~at_limit).nonzero().flatten()  # [A']
+        n_finished[active] += finishing.sum(dim=1)
+        keep = ((n_finished[active] < K) & ~at_limit).nonzero().flatten()  # [A']
         # The others continue with their K best candidates that are not EOS: one
         # selection of the state's rows per step, for reordering and dropping alike.
         order = (torch.arange(2 * K, device=device) + is_eos[keep] * 2 * K).argsort(dim=1)[:, :K]
