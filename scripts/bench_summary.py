@@ -38,6 +38,12 @@ def quality_row(results: dict[str, Any], name: str) -> dict[str, Any] | None:
     return next((r for r in results.get("results", []) if r["name"] == name), None)
 
 
+def best_by_literature_bleu(results: dict[str, Any], transformers: bool) -> dict[str, Any] | None:
+    """The Transformer configs' (or the RNNs') row with the highest literature BLEU."""
+    rows = [r for r in results.get("results", []) if is_transformer(r["name"]) == transformers]
+    return max(rows, key=lambda r: r["bleu_literature"] or 0) if rows else None
+
+
 def target_line(what: str, ours: float | None, theirs: float | None, goal: float) -> str:
     """One row: ours, the peer's, their ratio and whether it reaches ``goal`` (a ratio)."""
     if ours is None or theirs is None:
@@ -59,13 +65,8 @@ def summary(folder: Path) -> str:
     plain = get(speed, "median_target_tokens_per_s", "torch.nn.Transformer")
     ours_rnn = get(scale, "throughput", "bahdanau", "2000", "target_tokens_per_s")
     transformer = quality_row(de, "transformer")  # the reference config, for decoding speed
-    best_transformer, best_rnn = (
-        max(rows, key=lambda r: r["bleu_literature"] or 0) if rows else None
-        for rows in (
-            [r for r in de.get("results", []) if is_transformer(r["name"])],
-            [r for r in de.get("results", []) if not is_transformer(r["name"])],
-        )
-    )
+    best_transformer = best_by_literature_bleu(de, transformers=True)
+    best_rnn = best_by_literature_bleu(de, transformers=False)
     lines = [
         f"# Benchmark summary: {folder}",
         "",
