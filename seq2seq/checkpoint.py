@@ -44,6 +44,11 @@ class Trained:
     def tgt_lang(self) -> str | None:
         return self.config.get("data", {}).get("tgt_lang")
 
+    @property
+    def length_penalty(self) -> float:
+        """The GNMT length penalty the run validated and tested with (1.0 if unset)."""
+        return float(self.config.get("model", {}).get("length_penalty", 1.0))
+
 
 def _first_sentence(message: str) -> str:
     """The first sentence of a torch error, without a C++ location tag like ``[enforce fail]``."""

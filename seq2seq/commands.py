@@ -33,7 +33,10 @@ from seq2seq.translator import SearchSettings, translate_lines
 
 def _add_search_options(parser: argparse.ArgumentParser, beam: int) -> None:
     parser.add_argument("--beam", type=int, default=beam, help="beam size; 1 is greedy search")
-    parser.add_argument("--length-penalty", type=float, default=1.0, help="GNMT alpha")
+    parser.add_argument(
+        "--length-penalty", type=float, default=None,
+        help="GNMT alpha (default: the model's config, model.length_penalty, else 1.0)",
+    )  # fmt: skip
     parser.add_argument("--max-len-ratio", type=float, default=1.5, help="max output / source")
     parser.add_argument("--max-len-offset", type=int, default=10, help="added to the max length")
     parser.add_argument("--max-tokens", type=int, default=4096, help="token budget per batch")
@@ -46,11 +49,16 @@ def _add_search_options(parser: argparse.ArgumentParser, beam: int) -> None:
     )  # fmt: skip
 
 
-def _search(args: argparse.Namespace, n_best: int = 1) -> SearchSettings:
+def _search(args: argparse.Namespace, trained: Trained, n_best: int = 1) -> SearchSettings:
+    """The search the options ask for; the length penalty defaults to the one the model was
+    configured (and validated) with, so that a model is scored as its config says."""
+    length_penalty = args.length_penalty
+    if length_penalty is None:
+        length_penalty = trained.length_penalty
     return SearchSettings(
         beam_size=args.beam,
         n_best=n_best,
-        length_penalty=args.length_penalty,
+        length_penalty=length_penalty,
         max_len_ratio=args.max_len_ratio,
         max_len_offset=args.max_len_offset,
         bf16=args.bf16,
@@ -75,7 +83,7 @@ def translate(args: argparse.Namespace) -> None:
     translations = translate_lines(
         trained,
         lines,
-        _search(args, args.n_best),
+        _search(args, trained, args.n_best),
         args.max_tokens,
         progress=args.progress,
         max_source_len=args.max_source_len,
@@ -98,9 +106,10 @@ def evaluate(args: argparse.Namespace) -> None:
     sources, refs = read_lines(args.src), read_lines(args.ref)
     _check_parallel(args.src, sources, args.ref, refs)
     trained = load_trained(args.ckpt)
+    search = _search(args, trained)
     start = time.perf_counter()
     translations = translate_lines(
-        trained, sources, _search(args), args.max_tokens, progress=True,
+        trained, sources, search, args.max_tokens, progress=True,
         max_source_len=args.max_source_len,
     )  # fmt: skip
     seconds = time.perf_counter() - start
@@ -116,6 +125,7 @@ def evaluate(args: argparse.Namespace) -> None:
         "seconds": round(seconds, 3),
         "sentences_per_s": round(len(sources) / seconds, 2),
         "beam": args.beam,
+        "length_penalty": search.length_penalty,
         "threads": torch.get_num_threads(),
         "bf16": args.bf16,
     }
@@ -127,6 +137,7 @@ def evaluate(args: argparse.Namespace) -> None:
     print(
         f"decoding         {decoding['sentences']} sentences in {seconds:.1f} s "
         f"({decoding['sentences_per_s']} sentences/s, beam {args.beam}, "
+        f"length penalty {search.length_penalty:g}, "
         f"{decoding['threads']} threads{', bf16' if args.bf16 else ''})"
     )
 
@@ -169,7 +180,7 @@ def attention(args: argparse.Namespace) -> None:
         args.out,
         options,
         references=references,
-        search=_search(args),
+        search=_search(args, trained),
         reverse=reverse,
         title=f"Attention of {args.ckpt}",
     )

@@ -73,6 +73,30 @@ def test_evaluate_prints_json_scores_with_signatures(trained_run, capsys):
     assert "tok:none" in scores["bleu_literature"]["signature"]
 
 
+def test_search_defaults_to_the_length_penalty_the_model_was_configured_with(
+    trained_run, tmp_path, capsys
+):
+    checkpoint = torch.load(trained_run["ckpt"], map_location="cpu", weights_only=True)
+    config = yaml.safe_load(checkpoint["seq2seq"]["config"])
+    config["model"]["length_penalty"] = 1.7
+    checkpoint["seq2seq"]["config"] = yaml.safe_dump(config)
+    ckpt = tmp_path / "lp.ckpt"
+    torch.save(checkpoint, ckpt)
+    corpus = trained_run["corpus"]
+    command = [
+        "evaluate", "--ckpt", str(ckpt), "--src", str(corpus / "test.en"),
+        "--ref", str(corpus / "test.de"), "--beam", "2", "--json",
+    ]  # fmt: skip
+    main(command)
+    assert json.loads(capsys.readouterr().out)["decoding"]["length_penalty"] == 1.7
+    main([*command, "--length-penalty", "0.5"])
+    assert json.loads(capsys.readouterr().out)["decoding"]["length_penalty"] == 0.5
+
+
+def test_a_config_without_a_length_penalty_gets_gnmt_alpha_1():
+    assert Trained(model=None, vocab=None, config={"model": {}}).length_penalty == 1.0
+
+
 def test_attention_draws_one_png_per_sentence(trained_run, tmp_path):
     out = tmp_path / "attention"
     main(
