@@ -57,6 +57,14 @@ def is_transformer(name: str) -> bool:
     return name.startswith(TRANSFORMER)
 
 
+def best_by_literature_bleu(
+    results: list[dict[str, Any]], transformers: bool
+) -> dict[str, Any] | None:
+    """The Transformer configs' (or the RNNs') result with the highest literature BLEU."""
+    rows = [r for r in results if is_transformer(r["name"]) == transformers]
+    return max(rows, key=lambda r: r["bleu_literature"] or 0) if rows else None
+
+
 def run(command: list[str], stdout: Path, stderr: Path) -> dict[str, float]:
     """Run ``command``; return its exit status, wall-clock seconds and peak RSS (MB)."""
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
@@ -269,35 +277,39 @@ COLUMNS = [
 def paired_bootstrap(
     results: list[dict[str, Any]], out: Path, ref: Path, samples: int
 ) -> list[str]:
-    """sacreBLEU's paired bootstrap: each config against the baseline, best RNN vs Transformer.
+    """sacreBLEU's paired bootstrap: each config against the baseline, and the best RNN
+    against the best Transformer (by literature BLEU).
 
-    Returns Markdown lines: BLEU with its 95% confidence interval and the p-value of the
-    difference from the baseline of each comparison (the first system of the test).
+    BLEU is lowercased here, as the literature's is, so that configs trained on lowercased
+    text compare with cased ones. Returns Markdown lines: BLEU with its 95% confidence
+    interval and the p-value of the difference from the baseline of each comparison (the
+    first system of the test).
     """
     by_name = {r["name"]: r for r in results}
-    rnns = [r for r in results if not is_transformer(r["name"])]
     comparisons = []
     if BASELINE in by_name:
         others = [name for name in by_name if name != BASELINE]
         if others:
             comparisons.append((BASELINE, others))
-    if rnns and TRANSFORMER in by_name:
-        best_rnn = max(rnns, key=lambda r: r["bleu"])["name"]
-        if best_rnn != BASELINE:  # else the baseline's row already compares them
-            comparisons.append((best_rnn, [TRANSFORMER]))
+    best_rnn = best_by_literature_bleu(results, transformers=False)
+    best_transformer = best_by_literature_bleu(results, transformers=True)
+    # when the best RNN is the baseline, the baseline's row already compares them
+    if best_rnn and best_transformer and best_rnn["name"] != BASELINE:
+        comparisons.append((best_rnn["name"], [best_transformer["name"]]))
     if not comparisons:
         return []
     refs = read_lines(ref)
     lines = [
         "",
-        f"## Paired bootstrap resampling (sacreBLEU, {samples} samples)",
+        f"## Paired bootstrap resampling (lowercased sacreBLEU, {samples} samples)",
         "",
         "| baseline | system | BLEU (95% CI) | p-value |",
         "|---|---|---|---|",
     ]
     for baseline, systems in comparisons:
         named = [(name, read_lines(out / name / "hypotheses.txt")) for name in (baseline, *systems)]
-        test = PairedTest(named, {"BLEU": BLEU()}, [refs], test_type="bs", n_samples=samples)
+        metric = BLEU(lowercase=True)
+        test = PairedTest(named, {"BLEU": metric}, [refs], test_type="bs", n_samples=samples)
         _, scores = test()
         for name, result in zip((baseline, *systems), scores["BLEU"], strict=True):
             interval = f"{result.score:.2f} ({result.mean:.2f} ± {result.ci:.2f})"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_quality import is_transformer  # scripts/ is on sys.path when a script runs
+from bench_quality import best_by_literature_bleu  # scripts/ is on sys.path when a script runs
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -36,12 +36,6 @@ def get(record: dict[str, Any], *keys: str) -> Any:
 
 def quality_row(results: dict[str, Any], name: str) -> dict[str, Any] | None:
     return next((r for r in results.get("results", []) if r["name"] == name), None)
-
-
-def best_by_literature_bleu(results: dict[str, Any], transformers: bool) -> dict[str, Any] | None:
-    """The Transformer configs' (or the RNNs') row with the highest literature BLEU."""
-    rows = [r for r in results.get("results", []) if is_transformer(r["name"]) == transformers]
-    return max(rows, key=lambda r: r["bleu_literature"] or 0) if rows else None
 
 
 def target_line(what: str, ours: float | None, theirs: float | None, goal: float) -> str:
@@ -65,8 +59,8 @@ def summary(folder: Path) -> str:
     plain = get(speed, "median_target_tokens_per_s", "torch.nn.Transformer")
     ours_rnn = get(scale, "throughput", "bahdanau", "2000", "target_tokens_per_s")
     transformer = quality_row(de, "transformer")  # the reference config, for decoding speed
-    best_transformer = best_by_literature_bleu(de, transformers=True)
-    best_rnn = best_by_literature_bleu(de, transformers=False)
+    best_transformer = best_by_literature_bleu(de.get("results", []), transformers=True)
+    best_rnn = best_by_literature_bleu(de.get("results", []), transformers=False)
     lines = [
         f"# Benchmark summary: {folder}",
         "",

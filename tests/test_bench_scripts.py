@@ -98,9 +98,9 @@ def test_paired_bootstrap_compares_every_config_with_the_baseline(
         (tmp_path / name).mkdir()
         (tmp_path / name / "hypotheses.txt").write_text("\n".join(hyps) + "\n")
     results = [
-        {"name": "bahdanau", "bleu": 50.0},
-        {"name": "luong-dot", "bleu": 1.0},
-        {"name": "transformer", "bleu": 100.0},
+        {"name": "bahdanau", "bleu": 50.0, "bleu_literature": 50.0},
+        {"name": "luong-dot", "bleu": 1.0, "bleu_literature": 1.0},
+        {"name": "transformer", "bleu": 100.0, "bleu_literature": 100.0},
     ]
     lines = quality.paired_bootstrap(results, tmp_path, ref, samples=200)
     rows = [line for line in lines if line.startswith("| bahdanau |")]
@@ -109,6 +109,36 @@ def test_paired_bootstrap_compares_every_config_with_the_baseline(
     p_values = [float(row.rstrip(" |").split("| ")[-1]) for row in rows[1:]]
     assert all(p < 0.05 for p in p_values)  # both differ clearly from the baseline
     assert len(rows) == 3  # the best RNN is the baseline: no second comparison
+
+
+def test_paired_bootstrap_pits_the_best_rnn_against_the_best_transformer_lowercased(
+    quality: ModuleType, tmp_path: Path
+):
+    refs = [f"A small dog number {i} runs on the green grass" for i in range(40)]
+    ref = tmp_path / "ref.txt"
+    ref.write_text("\n".join(refs) + "\n")
+    outputs = {  # lowercased training writes lowercase: its BLEU here must not suffer for it
+        "luong-concat": refs[:20] + ["A dog"] * 20,
+        "luong-concat-lowercase": [line.lower() for line in refs],
+        "transformer": refs[:30] + ["A dog"] * 10,
+        "transformer-lowercase": [line.lower() for line in refs[:35]] + ["a dog"] * 5,
+    }
+    for name, hyps in outputs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "hypotheses.txt").write_text("\n".join(hyps) + "\n")
+    results = [
+        {"name": "luong-concat", "bleu": 50.0, "bleu_literature": 50.0},
+        {"name": "luong-concat-lowercase", "bleu": 5.0, "bleu_literature": 100.0},
+        {"name": "transformer", "bleu": 80.0, "bleu_literature": 80.0},
+        {"name": "transformer-lowercase", "bleu": 6.0, "bleu_literature": 90.0},
+    ]
+    lines = quality.paired_bootstrap(results, tmp_path, ref, samples=200)
+    rows = [line.split(" | ") for line in lines if line.startswith("| ")][1:]
+    assert [(row[0], row[1]) for row in rows] == [
+        ("| luong-concat-lowercase", "luong-concat-lowercase"),
+        ("| luong-concat-lowercase", "transformer-lowercase"),
+    ]
+    assert rows[0][2].startswith("100.00")  # lowercase output scored against cased references
 
 
 def test_an_adopted_run_is_scored_from_its_own_records(quality: ModuleType, tmp_path: Path):
