@@ -87,3 +87,22 @@ def test_the_hour_recipe_changes_only_the_schedule_and_budget_of_luong_concat() 
             del config["trainer"][key]
         del config["early_stopping"]["patience"]
     assert hour == base
+
+
+def test_the_best_rnn_recipe_changes_only_text_case_learning_rate_and_search_of_the_hour_one() -> (
+    None
+):
+    """luong-concat-lowercase.yaml trains luong-concat-hour.yaml's model for the same epochs
+    on lowercased text, with a higher peak after a longer warm-up, a length penalty of 1.5,
+    and follows the lowercased BLEU it is scored with."""
+    best, hour = load("luong-concat-lowercase"), load("luong-concat-hour")
+    assert best["data"].pop("lowercase") is True and "lowercase" not in hour["data"]
+    assert best.pop("checkpoint")["monitor"] == "val_bleu_literature"
+    assert best["early_stopping"].pop("monitor") == "val_bleu_literature"
+    assert (best["model"]["lr"], best["model"]["warmup_steps"]) == (0.002, 1000)
+    assert best["model"]["length_penalty"] == 1.5
+    for config in (best, hour):
+        for key in ("lr", "warmup_steps", "length_penalty"):
+            del config["model"][key]
+        del config["trainer"]["default_root_dir"]
+    assert best == hour
