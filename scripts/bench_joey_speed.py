@@ -1,0 +1,158 @@
+"""Training target tokens/s of seq2seq and Joey NMT as whole training runs, alternating A B A B.
+
+For each architecture (the reference Transformer, the Bahdanau RNN) a round runs Joey NMT's
+``train`` for ``--minutes`` of wall clock, then ``seq2seq fit`` with the matching config for
+as long, both with validation off and the same number of threads, so that both spend the
+time in training steps on the same data, vocabulary size and batch budget. The next round
+does the same again, so the host's own swings of speed fall on both toolkits alike.
+
+Throughput is real target tokens over each logging interval: Joey's "Tokens per Sec" lines
+(every ``--joey-log-every`` steps) and seq2seq's ``train/device/items_per_sec`` (Lightning's
+ThroughputMonitor, every ``--log-every`` steps). Each run's figure is the median of its
+intervals, the first left out as warm-up; each toolkit's figure is the median over its runs;
+the report gives their ratio and each round's.
+
+Resumable: the JSON keeps every finished run and a run that is there is not redone, so a
+larger ``--rounds`` adds rounds. Joey NMT lives in its own environment (``peer_joey.py``).
+
+    python scripts/bench_joey_speed.py --minutes 5 --rounds 2 --out runs/bench/joey-speed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench_quality import max_time, run  # scripts/ is on sys.path when a script runs
+from peer_joey import (
+    CACHE,
+    REPO,
+    ensure_venv,
+    load_results,
+    measure_train,
+    prepare_data,
+    save_results,
+)
+
+# architecture -> (seq2seq config, Joey NMT config in the peers folder)
+ARCHITECTURES = {
+    "transformer": (REPO / "configs" / "multi30k" / "en-de" / "transformer.yaml", "transformer"),
+    "rnn": (REPO / "configs" / "multi30k" / "en-de" / "bahdanau.yaml", "rnn"),
+}
+RATE_COLUMN = "train/device/items_per_sec"
+
+
+def logged_rates(run_dir: Path) -> list[float]:
+    """seq2seq's logged target tokens/s, in step order, from the run's metrics.csv."""
+    rates = []
+    for path in sorted(run_dir.glob("logs/version_*/metrics.csv")):
+        with path.open(newline="") as f:
+            rates += [float(row[RATE_COLUMN]) for row in csv.DictReader(f) if row.get(RATE_COLUMN)]
+    return rates
+
+
+def steady_rate(rates: list[float]) -> float | None:
+    """The median of a run's interval rates with the first (warm-up) left out."""
+    counted = rates[1:] or rates
+    return statistics.median(counted) if counted else None
+
+
+def train_ours(config: Path, corpus: Path, run_dir: Path, minutes: float, log_every: int) -> dict:
+    """``seq2seq fit`` for ``minutes`` with validation off; its target tokens/s and peak RSS."""
+    command = [
+        sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(config),
+        "--data.source", str(corpus), "--trainer.default_root_dir", str(run_dir),
+        "--trainer.max_time", max_time(minutes), "--trainer.limit_val_batches", "0",
+        "--trainer.log_every_n_steps", str(log_every), "--trainer.enable_progress_bar", "false",
+    ]  # fmt: skip
+    run_dir.mkdir(parents=True, exist_ok=True)
+    usage = run(command, run_dir / "fit.out", run_dir / "fit.log")
+    rates = logged_rates(run_dir)
+    if usage["status"] != 0 or not rates:
+        raise RuntimeError(f"seq2seq fit gave no throughput (exit {usage['status']}): {run_dir}")
+    return {
+        "target_tokens_per_sec": steady_rate(rates),
+        "target_tokens_per_sec_all": rates,
+        "wall_seconds": round(usage["seconds"], 1),
+        "peak_rss_gb": round(usage["peak_rss_mb"] / 1024, 2),
+    }
+
+
+def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the rounds where both toolkits ran, their ratio and each round's."""
+    paired = [r for r in rounds if "seq2seq" in r and "joey" in r]
+    if not paired:
+        return {}
+    ours = [r["seq2seq"]["target_tokens_per_sec"] for r in paired]
+    joey = [r["joey"]["target_tokens_per_sec"] for r in paired]
+    return {
+        "paired_rounds": len(paired),
+        "seq2seq_median": statistics.median(ours),
+        "joey_median": statistics.median(joey),
+        "ratio": statistics.median(ours) / statistics.median(joey),
+        "ratio_per_round": [round(a / b, 2) for a, b in zip(ours, joey, strict=True)],
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", choices=sorted(ARCHITECTURES),
+                        default=sorted(ARCHITECTURES))  # fmt: skip
+    parser.add_argument("--minutes", type=float, default=5.0, help="wall clock of every run")
+    parser.add_argument("--rounds", type=int, default=2, help="A B rounds per architecture")
+    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of both")
+    parser.add_argument("--log-every", type=int, default=50, help="seq2seq's steps per rate")
+    parser.add_argument("--joey-log-every", type=int, default=10, help="Joey's steps per rate")
+    parser.add_argument("--corpus", type=Path, default=REPO / "data" / "multi30k")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="Joey's environment and runs")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/joey-speed.json"))
+    args = parser.parse_args(argv)
+    if args.minutes <= 0 or args.rounds < 1 or args.threads < 1:
+        parser.error("--minutes, --rounds and --threads must be positive")
+    if not (args.corpus / "train.en.gz").exists():
+        parser.error(f"no Multi30k corpus in {args.corpus} (run `make multi30k`)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # Joey's runs and ours inherit it
+    python = ensure_venv(args.cache / "joeynmt-venv")
+    joey_data = prepare_data(args.corpus, args.cache / "joey-data" / "multi30k-en-de")
+    work = args.out.with_suffix("")  # our runs' folders beside the JSON
+    results = load_results(args.out)
+    for index in range(args.rounds):
+        for model in args.models:
+            config, joey_config = ARCHITECTURES[model]
+            entry = results.setdefault(model, {"rounds": []})
+            while len(entry["rounds"]) <= index:
+                entry["rounds"].append({})
+            done = entry["rounds"][index]
+            if "joey" not in done:  # A
+                joey_work = args.cache / "joey-runs" / "speed" / f"{model}-round{index}"
+                joey_work.mkdir(parents=True, exist_ok=True)
+                done["joey"] = measure_train(
+                    python, joey_config, joey_data, joey_work, args.minutes, args.joey_log_every
+                )
+                save_results(args.out, results)
+            if "seq2seq" not in done:  # B
+                run_dir = work / f"{model}-round{index}"
+                done["seq2seq"] = train_ours(
+                    config, args.corpus, run_dir, args.minutes, args.log_every
+                )
+                save_results(args.out, results)
+            entry.update(summarise(entry["rounds"]), minutes=args.minutes, threads=args.threads)
+            save_results(args.out, results)
+            print(f"[{model} round {index}] {json.dumps(entry.get('ratio_per_round'))}", flush=True)
+    print(json.dumps({m: {k: v for k, v in e.items() if k != "rounds"} for m, e in results.items()},
+                     indent=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
