@@ -26,6 +26,7 @@ import json
 import os
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ ARCHITECTURES = {
     "rnn": (REPO / "configs" / "multi30k" / "en-de" / "bahdanau.yaml", "rnn"),
 }
 RATE_COLUMN = "train/device/items_per_sec"
+RATE = "target_tokens_per_sec"  # what a run reports, for Joey NMT and for seq2seq
 
 
 def logged_rates(run_dir: Path) -> list[float]:
@@ -84,13 +86,13 @@ def train_ours(config: Path, corpus: Path, run_dir: Path, minutes: float, log_ev
     }
 
 
-def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians over the rounds where both toolkits ran, their ratio and each round's."""
+def summarise(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Medians of ``key`` over the rounds where both toolkits ran, their ratio and each round's."""
     paired = [r for r in rounds if "seq2seq" in r and "joey" in r]
     if not paired:
         return {}
-    ours = [r["seq2seq"]["target_tokens_per_sec"] for r in paired]
-    joey = [r["joey"]["target_tokens_per_sec"] for r in paired]
+    ours = [r["seq2seq"][key] for r in paired]
+    joey = [r["joey"][key] for r in paired]
     return {
         "paired_rounds": len(paired),
         "seq2seq_median": statistics.median(ours),
@@ -98,6 +100,31 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "ratio": statistics.median(ours) / statistics.median(joey),
         "ratio_per_round": [round(a / b, 2) for a, b in zip(ours, joey, strict=True)],
     }
+
+
+Measure = Callable[[str, str, int], dict[str, Any]]  # (toolkit, name, round) -> one run
+
+
+def alternate(
+    results: dict[str, Any], out: Path, names: list[str], rounds: int, measure: Measure, key: str
+) -> None:
+    """A B A B: in each round, for each name, Joey NMT's run and then seq2seq's.
+
+    ``results[name]["rounds"]`` keeps every run and is saved to ``out`` as each one ends;
+    a run already there is not redone, so a larger ``rounds`` only adds rounds.
+    """
+    for index in range(rounds):
+        for name in names:
+            entry = results.setdefault(name, {"rounds": []})
+            entry["rounds"] += [{} for _ in range(index + 1 - len(entry["rounds"]))]
+            done = entry["rounds"][index]
+            for toolkit in ("joey", "seq2seq"):
+                if toolkit not in done:
+                    done[toolkit] = measure(toolkit, name, index)
+                    save_results(out, results)
+            entry.update(summarise(entry["rounds"], key))
+            save_results(out, results)
+            print(f"[{name} round {index}] ratios {entry.get('ratio_per_round')}", flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -126,30 +153,23 @@ def main(argv: list[str] | None = None) -> None:
     python = ensure_venv(args.cache / "joeynmt-venv")
     joey_data = prepare_data(args.corpus, args.cache / "joey-data" / "multi30k-en-de")
     work = args.out.with_suffix("")  # our runs' folders beside the JSON
+
+    def measure(toolkit: str, model: str, index: int) -> dict[str, Any]:
+        config, joey_config = ARCHITECTURES[model]
+        if toolkit == "joey":
+            joey_work = args.cache / "joey-runs" / "speed" / f"{model}-round{index}"
+            joey_work.mkdir(parents=True, exist_ok=True)
+            return measure_train(
+                python, joey_config, joey_data, joey_work, args.minutes, args.joey_log_every
+            )
+        run_dir = work / f"{model}-round{index}"
+        return train_ours(config, args.corpus, run_dir, args.minutes, args.log_every)
+
     results = load_results(args.out)
-    for index in range(args.rounds):
-        for model in args.models:
-            config, joey_config = ARCHITECTURES[model]
-            entry = results.setdefault(model, {"rounds": []})
-            while len(entry["rounds"]) <= index:
-                entry["rounds"].append({})
-            done = entry["rounds"][index]
-            if "joey" not in done:  # A
-                joey_work = args.cache / "joey-runs" / "speed" / f"{model}-round{index}"
-                joey_work.mkdir(parents=True, exist_ok=True)
-                done["joey"] = measure_train(
-                    python, joey_config, joey_data, joey_work, args.minutes, args.joey_log_every
-                )
-                save_results(args.out, results)
-            if "seq2seq" not in done:  # B
-                run_dir = work / f"{model}-round{index}"
-                done["seq2seq"] = train_ours(
-                    config, args.corpus, run_dir, args.minutes, args.log_every
-                )
-                save_results(args.out, results)
-            entry.update(summarise(entry["rounds"]), minutes=args.minutes, threads=args.threads)
-            save_results(args.out, results)
-            print(f"[{model} round {index}] {json.dumps(entry.get('ratio_per_round'))}", flush=True)
+    alternate(results, args.out, args.models, args.rounds, measure, RATE)
+    for entry in results.values():
+        entry.update(minutes=args.minutes, threads=args.threads)
+    save_results(args.out, results)
     print(json.dumps({m: {k: v for k, v in e.items() if k != "rounds"} for m, e in results.items()},
                      indent=2))  # fmt: skip
 

@@ -251,11 +251,18 @@ def default_sigint() -> None:
 
 
 def run_joey(
-    python: Path, mode: str, config: Path, log_path: Path, minutes: float | None = None
+    python: Path,
+    mode: str,
+    config: Path,
+    log_path: Path,
+    minutes: float | None = None,
+    options: tuple[str, ...] = (),
 ) -> tuple[str, float, float]:
-    """Run ``joey.py MODE CONFIG``; stop it after ``minutes``. Return (log, seconds, peak GB)."""
+    """Run ``joey.py MODE CONFIG [OPTIONS]``; stop it after ``minutes``.
+
+    Returns (log, seconds, peak GB)."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    command = [str(python), str(PEERS / "joey.py"), mode, str(config)]
+    command = [str(python), str(PEERS / "joey.py"), mode, str(config), *options]
     log(f"{' '.join(command)}" + (f" for {minutes} min" if minutes else ""))
     start = time.monotonic()
     deadline = start + minutes * 60 if minutes else None
@@ -365,10 +372,14 @@ def measure_decode(
     test = test_subset(data_dir, test_lines)
     overrides = {"dev": f'"{data_dir}/dev1"', "test": f'"{test}"', "beam_size": str(beam)}
     config = write_config(model, data_dir, work, name, overrides, checkpoint)
-    text, _, peak_gb = run_joey(python, "test", config, work / f"{model}.{name}.log")
+    output = work / f"{model}.{name}.hyp"  # Joey writes the test hypotheses to OUTPUT.test
+    log_path = work / f"{model}.{name}.log"
+    text, _, peak_gb = run_joey(
+        python, "test", config, log_path, options=("--output_path", str(output))
+    )
     seconds = parse_test_log(text).get("test")
     if seconds is None:
-        raise RuntimeError(f"no test generation time in {work / f'{model}.{name}.log'}")
+        raise RuntimeError(f"no test generation time in {log_path}")
     sentences = len(test.with_name(f"{test.name}.en").read_text("utf-8").splitlines())
     return {
         "beam": beam,
@@ -376,6 +387,7 @@ def measure_decode(
         "seconds": seconds,
         "sentences_per_sec": round(sentences / seconds, 2),
         "peak_rss_gb": round(peak_gb, 2),
+        "hypotheses": str(output.with_name(f"{output.name}.test")),
         "checkpoint": str(checkpoint) if checkpoint else "last weights of the timed training",
     }
 

@@ -1,0 +1,141 @@
+"""Decoding test_2016 with seq2seq and with Joey NMT, alternating A B A B.
+
+Each round decodes the 1000 test_2016 sentences with Joey NMT's ``test`` and then with
+``seq2seq evaluate``, for each search (beam 5 and greedy), one process at a time with the
+same number of threads. Speed is each toolkit's own clock around generation (model loading
+left out): sentences/s, and words/s of output, since a model that writes longer sentences
+takes more decoder steps. Each run also gives its process's peak RSS, the hypotheses'
+cased sacreBLEU and their mean length in words, so that the two models can be compared for
+what they write, not only how fast. Medians over the rounds and their ratio per search.
+
+The models: a seq2seq checkpoint (``--ours``, or ``--ours-result``: the checkpoint a
+``bench_quality.py`` result.json evaluated) and a Joey NMT one (``--joey``; by default the
+weights ``peer_joey.py``'s timed training of the same model left in the cache), trained for
+comparable wall-clock budgets for the comparison to mean much. Resumable run by run, as
+``bench_joey_speed.py`` (whose A B A B loop this shares).
+
+    python scripts/peer_joey.py --model transformer --train-minutes 60 --decode
+    python scripts/bench_joey_decoding.py --ours runs/x/averaged.ckpt --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from bench_joey_speed import alternate  # scripts/ is on sys.path when a script runs
+from bench_quality import evaluate, split_files
+from peer_joey import (
+    CACHE,
+    REPO,
+    ensure_venv,
+    load_results,
+    measure_decode,
+    prepare_data,
+    save_results,
+)
+from sacrebleu.metrics import BLEU
+
+from seq2seq.sources import read_lines
+
+SEARCHES = {"beam5": 5, "greedy": 1}
+TEST = "test_2016_flickr"
+RATE = "sentences_per_sec"
+
+
+def describe_output(hypotheses: Path, references: list[str]) -> dict[str, float]:
+    """Cased sacreBLEU of a hypotheses file and its mean length in words."""
+    lines = read_lines(hypotheses)
+    if len(lines) != len(references):
+        raise RuntimeError(f"{hypotheses}: {len(lines)} lines for {len(references)} references")
+    return {
+        "bleu": round(BLEU().corpus_score(lines, [references]).score, 2),
+        "mean_words": round(sum(len(line.split()) for line in lines) / len(lines), 2),
+    }
+
+
+def with_words_per_sec(record: dict[str, Any]) -> dict[str, Any]:
+    """Add output words/s: sentences/s times the mean hypothesis length."""
+    return {**record, "words_per_sec": round(record[RATE] * record["mean_words"], 1)}
+
+
+def joey_latest(cache: Path, model: str) -> Path:
+    """Where ``peer_joey.py``'s timed training of ``model`` leaves its last weights."""
+    found = sorted((cache / "joey-runs" / model / "models").glob("*/latest.ckpt"))
+    return found[-1] if found else cache / "joey-runs" / model / "models" / "latest.ckpt"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ours = parser.add_mutually_exclusive_group(required=True)
+    ours.add_argument("--ours", type=Path, help="a seq2seq checkpoint")
+    ours.add_argument("--ours-result", type=Path, help="a bench_quality result.json")
+    parser.add_argument("--joey", type=Path, help="a Joey NMT checkpoint (default: see above)")
+    parser.add_argument("--joey-model", choices=("transformer", "rnn"), default="transformer",
+                        help="the peers' config the Joey checkpoint was trained with")  # fmt: skip
+    parser.add_argument("--test-lines", type=int, help="decode only the first N test sentences")
+    parser.add_argument(
+        "--searches", nargs="+", choices=sorted(SEARCHES), default=["beam5", "greedy"]
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="A B rounds per search")
+    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of both")
+    parser.add_argument("--corpus", type=Path, default=REPO / "data" / "multi30k")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="Joey's environment and runs")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/joey-decoding.json"))
+    args = parser.parse_args(argv)
+    if args.ours_result is not None:
+        if not args.ours_result.is_file():
+            parser.error(f"no result {args.ours_result}: run bench_quality.py first")
+        args.ours = Path(json.loads(args.ours_result.read_text())["evaluated"])
+    args.joey = args.joey or joey_latest(args.cache, args.joey_model)
+    for path in (args.ours, args.joey):
+        if not path.is_file():
+            parser.error(f"no checkpoint {path}")
+    if args.rounds < 1 or args.threads < 1:
+        parser.error("--rounds and --threads must be positive")
+    if not (args.corpus / f"{TEST}.de.gz").exists():
+        parser.error(f"no Multi30k corpus in {args.corpus} (run `make multi30k`)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # Joey's runs and ours inherit it
+    python = ensure_venv(args.cache / "joeynmt-venv")
+    joey_data = prepare_data(args.corpus, args.cache / "joey-data" / "multi30k-en-de")
+    work = args.out.with_suffix("")
+    work.mkdir(parents=True, exist_ok=True)
+    src, ref = split_files(args.corpus, TEST, "en-de", args.test_lines, work)
+    references = read_lines(ref)
+
+    def measure(toolkit: str, search: str, index: int) -> dict[str, Any]:
+        folder = work / f"{toolkit}-{search}-round{index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        beam = SEARCHES[search]
+        if toolkit == "joey":
+            run = measure_decode(
+                python, args.joey_model, joey_data, folder, beam, args.joey, args.test_lines
+            )
+            record = {RATE: run[RATE], "peak_rss_gb": run["peak_rss_gb"]}
+            hypotheses = Path(run["hypotheses"])
+        else:
+            run = evaluate(str(args.ours), src, ref, folder, beam)
+            record = {RATE: run["decode_sentences_per_sec"],
+                      "peak_rss_gb": round(run["eval_peak_rss_mb"] / 1024, 2)}  # fmt: skip
+            hypotheses = folder / "hypotheses.txt"
+        return with_words_per_sec({**record, **describe_output(hypotheses, references)})
+
+    results = load_results(args.out)
+    alternate(results, args.out, args.searches, args.rounds, measure, RATE)
+    for entry in results.values():
+        entry.update(ours=str(args.ours), joey=str(args.joey), threads=args.threads)
+    save_results(args.out, results)
+    print(json.dumps({s: {k: v for k, v in e.items() if k != "rounds"} for s, e in results.items()},
+                     indent=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
