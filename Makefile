@@ -15,7 +15,8 @@ DEMO_DATA := data/numbers-en-de
 DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
-.PHONY: install demo test lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey bench-quality
+.PHONY: install demo test lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
+	bench-joey-speed bench-quality bench-joey-decoding
 
 install: $(STAMP)
 
@@ -42,14 +43,14 @@ test: $(STAMP)
 # is resumable: a finished measurement is a file and is not redone. A full run takes hours;
 # `make bench QUICK=1` checks every part in minutes, into runs/bench-quick.
 BENCH_MINUTES ?= 60
-JOEY_MINUTES ?= 30
 ifeq ($(QUICK),1)
 BENCH := runs/bench-quick
 STEP_ARGS := --lengths 50 1000 --seconds 0.05
 SPEED_ARGS := --steps 3 --rounds 1 --warmup 1
 SCALE_ARGS := --budgets 500 2000 --steps 2 --lengths 25 100
-JOEY_MODELS := transformer
-JOEY_ARGS := --train-minutes 1.2 --log-every 5 --test-lines 20
+JOEY_ARGS := --train-minutes 1.2 --log-every 5
+JOEY_SPEED_ARGS := --models transformer --minutes 0.75 --rounds 1 --log-every 10 --joey-log-every 3
+JOEY_DECODING_ARGS := --rounds 1 --test-lines 20
 QUALITY_PAIRS := en-de
 QUALITY_ARGS := --smoke --test-lines 20 --configs bahdanau transformer
 else
@@ -57,14 +58,15 @@ BENCH := runs/bench
 STEP_ARGS :=
 SPEED_ARGS := --steps 20 --rounds 4
 SCALE_ARGS :=
-JOEY_MODELS := transformer rnn
-JOEY_ARGS := --train-minutes $(JOEY_MINUTES)
+JOEY_ARGS := --train-minutes $(BENCH_MINUTES)
+JOEY_SPEED_ARGS := --minutes 5 --rounds 2
+JOEY_DECODING_ARGS := --rounds 2
 QUALITY_PAIRS := en-de en-fr
 QUALITY_ARGS := --minutes $(BENCH_MINUTES)
 endif
 RUN_PY := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/python
 
-bench: bench-step bench-speed bench-scale bench-joey bench-quality
+bench: bench-step bench-speed bench-scale bench-joey-speed bench-joey bench-quality bench-joey-decoding
 	$(RUN_PY) scripts/bench_summary.py $(BENCH)
 
 bench-step: $(BENCH)/attention-step/step_times.json
@@ -78,13 +80,22 @@ $(BENCH)/transformer-speed.json: | $(STAMP) multi30k
 bench-scale: $(STAMP) multi30k
 	$(RUN_PY) scripts/bench_scale.py --data data/multi30k --out $(BENCH)/scale $(SCALE_ARGS)
 
+# Joey NMT and seq2seq training, whole runs alternating A B A B
+bench-joey-speed: $(STAMP) multi30k
+	$(RUN_PY) scripts/bench_joey_speed.py --out $(BENCH)/joey-speed.json $(JOEY_SPEED_ARGS)
+
+# Joey NMT's Transformer trained as long as ours, for bench-joey-decoding
 bench-joey: $(STAMP) multi30k
-	for model in $(JOEY_MODELS); do \
-	  $(RUN_PY) scripts/peer_joey.py --model $$model --out $(BENCH)/joey.json $(JOEY_ARGS) || exit 1; done
+	$(RUN_PY) scripts/peer_joey.py --model transformer --decode --out $(BENCH)/joey.json $(JOEY_ARGS)
 
 bench-quality: $(STAMP) multi30k
 	for pair in $(QUALITY_PAIRS); do \
 	  $(RUN_PY) scripts/bench_quality.py --pair $$pair --out $(BENCH)/quality-$$pair $(QUALITY_ARGS) || exit 1; done
+
+# both Transformers decode test_2016, alternating A B A B (after bench-joey and bench-quality)
+bench-joey-decoding: $(STAMP) multi30k
+	$(RUN_PY) scripts/bench_joey_decoding.py --out $(BENCH)/joey-decoding.json \
+	  --ours-result $(BENCH)/quality-en-de/transformer/result.json $(JOEY_DECODING_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

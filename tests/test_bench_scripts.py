@@ -56,7 +56,11 @@ def test_summary_reads_every_part_and_reports_missing_ones(summary: ModuleType, 
         },
     )
     write_json(
-        tmp_path / "joey.json", {"transformer": {"train": {"target_tokens_per_sec": 1000.0}}}
+        tmp_path / "joey-speed.json",
+        {"transformer": {"seq2seq_median": 4000.0, "joey_median": 1000.0}},
+    )
+    write_json(
+        tmp_path / "joey-decoding.json", {"beam5": {"seq2seq_median": 90.0, "joey_median": 10.0}}
     )
     rows = [
         {"name": "bahdanau", "bleu": 30.0, "bleu_literature": 38.5, "budget": "1 min"},
@@ -76,6 +80,8 @@ def test_summary_reads_every_part_and_reports_missing_ones(summary: ModuleType, 
     assert "2.00×" in plain_row
     rnn_row = next(line for line in lines if "Bahdanau RNN" in line)
     assert rnn_row.endswith("not measured (ours) |")
+    joey_decoding = next(line for line in lines if "decoding of test_2016" in line)
+    assert "9.00×" in joey_decoding and joey_decoding.endswith("| missed |")
     best = next(line for line in lines if line.startswith("| best Transformer ("))
     assert best.startswith("| best Transformer (transformer-lowercase,") and "| met |" in best
     assert any(line.startswith("| best RNN (bahdanau") and "| met |" in line for line in lines)
