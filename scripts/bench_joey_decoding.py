@@ -22,19 +22,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from bench_joey_speed import alternate  # scripts/ is on sys.path when a script runs
+from bench_joey_speed import (  # scripts/ is on sys.path when a script runs
+    add_shared_arguments,
+    alternate,
+    check_shared_arguments,
+    joey_environment,
+)
 from bench_quality import evaluate, split_files
 from peer_joey import (
-    CACHE,
-    REPO,
-    ensure_venv,
     load_results,
     measure_decode,
-    prepare_data,
     save_results,
 )
 from sacrebleu.metrics import BLEU
@@ -80,11 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--searches", nargs="+", choices=sorted(SEARCHES), default=["beam5", "greedy"]
     )
-    parser.add_argument("--rounds", type=int, default=2, help="A B rounds per search")
-    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of both")
-    parser.add_argument("--corpus", type=Path, default=REPO / "data" / "multi30k")
-    parser.add_argument("--cache", type=Path, default=CACHE, help="Joey's environment and runs")
-    parser.add_argument("--out", type=Path, default=Path("runs/bench/joey-decoding.json"))
+    add_shared_arguments(parser, "runs/bench/joey-decoding.json")
     args = parser.parse_args(argv)
     if args.ours_result is not None:
         if not args.ours_result.is_file():
@@ -94,18 +90,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for path in (args.ours, args.joey):
         if not path.is_file():
             parser.error(f"no checkpoint {path}")
-    if args.rounds < 1 or args.threads < 1:
-        parser.error("--rounds and --threads must be positive")
-    if not (args.corpus / f"{TEST}.de.gz").exists():
-        parser.error(f"no Multi30k corpus in {args.corpus} (run `make multi30k`)")
+    check_shared_arguments(parser, args, f"{TEST}.de.gz")
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # Joey's runs and ours inherit it
-    python = ensure_venv(args.cache / "joeynmt-venv")
-    joey_data = prepare_data(args.corpus, args.cache / "joey-data" / "multi30k-en-de")
+    python, joey_data = joey_environment(args)
     work = args.out.with_suffix("")
     work.mkdir(parents=True, exist_ok=True)
     src, ref = split_files(args.corpus, TEST, "en-de", args.test_lines, work)

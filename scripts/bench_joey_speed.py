@@ -127,31 +127,49 @@ def alternate(
             print(f"[{name} round {index}] ratios {entry.get('ratio_per_round')}", flush=True)
 
 
+def add_shared_arguments(parser: argparse.ArgumentParser, out: str) -> None:
+    """What both comparisons with Joey NMT take: rounds, threads, corpus, cache, output."""
+    parser.add_argument("--rounds", type=int, default=2, help="A B rounds")
+    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of both")
+    parser.add_argument("--corpus", type=Path, default=REPO / "data" / "multi30k")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="Joey's environment and runs")
+    parser.add_argument("--out", type=Path, default=Path(out))
+
+
+def check_shared_arguments(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, corpus_file: str
+) -> None:
+    if args.rounds < 1 or args.threads < 1:
+        parser.error("--rounds and --threads must be positive")
+    if not (args.corpus / corpus_file).exists():
+        parser.error(f"no Multi30k corpus in {args.corpus} (run `make multi30k`)")
+
+
+def joey_environment(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The threads of both toolkits' runs (they inherit them); Joey NMT's python and data."""
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    python = ensure_venv(args.cache / "joeynmt-venv")
+    return python, prepare_data(args.corpus, args.cache / "joey-data" / "multi30k-en-de")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", choices=sorted(ARCHITECTURES),
                         default=sorted(ARCHITECTURES))  # fmt: skip
     parser.add_argument("--minutes", type=float, default=5.0, help="wall clock of every run")
-    parser.add_argument("--rounds", type=int, default=2, help="A B rounds per architecture")
-    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of both")
     parser.add_argument("--log-every", type=int, default=50, help="seq2seq's steps per rate")
     parser.add_argument("--joey-log-every", type=int, default=10, help="Joey's steps per rate")
-    parser.add_argument("--corpus", type=Path, default=REPO / "data" / "multi30k")
-    parser.add_argument("--cache", type=Path, default=CACHE, help="Joey's environment and runs")
-    parser.add_argument("--out", type=Path, default=Path("runs/bench/joey-speed.json"))
+    add_shared_arguments(parser, "runs/bench/joey-speed.json")
     args = parser.parse_args(argv)
-    if args.minutes <= 0 or args.rounds < 1 or args.threads < 1:
-        parser.error("--minutes, --rounds and --threads must be positive")
-    if not (args.corpus / "train.en.gz").exists():
-        parser.error(f"no Multi30k corpus in {args.corpus} (run `make multi30k`)")
+    if args.minutes <= 0:
+        parser.error("--minutes must be positive")
+    check_shared_arguments(parser, args, "train.en.gz")
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # Joey's runs and ours inherit it
-    python = ensure_venv(args.cache / "joeynmt-venv")
-    joey_data = prepare_data(args.corpus, args.cache / "joey-data" / "multi30k-en-de")
+    python, joey_data = joey_environment(args)
     work = args.out.with_suffix("")  # our runs' folders beside the JSON
 
     def measure(toolkit: str, model: str, index: int) -> dict[str, Any]:

@@ -54,8 +54,7 @@ def test_searches_alternate_between_the_toolkits(
         (folder / "hypotheses.txt").write_text("\n".join(REFERENCES) + "\n")  # 4 words each
         return {"decode_sentences_per_sec": 100.0, "eval_peak_rss_mb": 1024.0}
 
-    monkeypatch.setattr(decoding, "ensure_venv", lambda venv: venv / "bin" / "python")
-    monkeypatch.setattr(decoding, "prepare_data", lambda corpus, data_dir: data_dir)
+    monkeypatch.setattr(decoding, "joey_environment", lambda args: (Path("python"), corpus))
     monkeypatch.setattr(decoding, "measure_decode", fake_joey)
     monkeypatch.setattr(decoding, "evaluate", fake_evaluate)
     out = tmp_path / "joey-decoding.json"
