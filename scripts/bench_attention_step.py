@@ -1,10 +1,16 @@
-"""Time of one decoder attention step against source length: global vs local-m vs local-p.
+"""Time of one decoder step against source length: global vs local-m vs local-p attention.
 
-One step is ``attention.attend`` for a single query per sentence (what an RNN decoder
-calls once per target position) on synthetic tensors; ``prepare`` (once per sentence) is
-excluded. All three use the general score. Global attention scores every source position,
-so its step grows with the source length; local attention gathers a 2D+1 window, so its
-step should stay flat.
+Two timings per attention and source length, on synthetic tensors, one query per sentence:
+
+- ``attention``: ``attention.attend`` alone, what an RNN decoder calls once per target
+  position; ``prepare`` (once per sentence) is excluded.
+- ``decoder``: the whole ``model.step`` of a reference-size Luong RNN (embedding, GRU
+  step, attention, h~_t, output layer and log-softmax over the vocabulary), so that the
+  attention's share of a real decoding step shows.
+
+All three use the general score. Global attention scores every source position, so its
+step grows with the source length; local attention gathers a 2D+1 window, so its step
+should stay flat.
 
     python scripts/bench_attention_step.py --out runs/bench/attention-step
 
@@ -14,8 +20,11 @@ Writes ``step_times.json`` and ``step_times.png`` into the output folder and pri
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -24,54 +33,71 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.benchmark import Timer  # noqa: E402
 
-from seq2seq.attention import Attention, LocalAttention, LuongAttention  # noqa: E402
+from seq2seq.attention import LocalAttention, LuongAttention  # noqa: E402
+from seq2seq.model import Memory, VocabSpec  # noqa: E402
+from seq2seq.rnn import RNNSeq2Seq  # noqa: E402
+
+VOCAB = VocabSpec(src_size=8000, tgt_size=8000, pad_id=1, bos_id=2, eos_id=3, joint=True)
+PARTS = ("attention", "decoder")
 
 
-def variants(hidden: int, key_size: int, window: int) -> dict[str, Attention]:
+def variants(window: int) -> dict[str, partial]:
+    """Attention factories (query size, key size) -> module, as a decoder builds them."""
     return {
-        "global": LuongAttention(hidden, key_size, "general"),
-        "local-m": LocalAttention(hidden, key_size, "general", window, predictive=False),
-        "local-p": LocalAttention(hidden, key_size, "general", window, predictive=True),
+        "global": partial(LuongAttention, score="general"),
+        "local-m": partial(LocalAttention, score="general", window=window, predictive=False),
+        "local-p": partial(LocalAttention, score="general", window=window, predictive=True),
     }
 
 
-def time_step(
-    attention: Attention, batch: int, hidden: int, key_size: int, length: int, seconds: float
-) -> float:
-    """Median seconds of one ``attend`` call over ``length`` source positions."""
+def median_seconds(statement: str, names: dict[str, Any], seconds: float) -> float:
+    timer = Timer(statement, globals=names, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=seconds).median
+
+
+def time_steps(model: RNNSeq2Seq, batch: int, length: int, seconds: float) -> dict[str, float]:
+    """Median seconds of one ``attend`` call and of one ``model.step`` over ``length`` positions.
+
+    The encoder output is random [batch, length, K]; valid lengths lie in [length / 2,
+    length], the first sentence's is ``length``; the decoder stands at target position
+    length / 2 (local-m centres its window there).
+    """
     generator = torch.Generator().manual_seed(length)
+    key_size = model.decoder.attention.key_size
     states = torch.randn(batch, length, key_size, generator=generator)
     lengths = torch.randint(length // 2, length + 1, (batch,), generator=generator)
     lengths[0] = length
-    query = torch.randn(batch, 1, hidden, generator=generator)
-    position = torch.randint(0, length, (batch, 1), generator=generator)  # target position t
+    memory = Memory(states, lengths, final=torch.randn(batch, key_size, generator=generator))
     with torch.inference_mode():
-        keys, values = attention.prepare(states, states)
-        timer = Timer(
-            "attention.attend(query, keys, values, lengths, position)",
-            globals=dict(
-                attention=attention,
-                query=query,
-                keys=keys,
-                values=values,
-                lengths=lengths,
-                position=position,
+        state = dataclasses.replace(model.start(memory), position=length // 2)
+        query = torch.randn(batch, 1, model.decoder.hidden_size, generator=generator)
+        position = torch.full((batch, 1), state.position)
+        tokens = torch.randint(4, VOCAB.tgt_size, (batch,), generator=generator)
+        names = dict(model=model, state=state, query=query, position=position, tokens=tokens)
+        return {
+            "attention": median_seconds(
+                "model.decoder.attention.attend(query, state.keys, state.values, "
+                "state.src_lens, position)",
+                names,
+                seconds,
             ),
-            num_threads=torch.get_num_threads(),
-        )
-        return timer.blocked_autorange(min_run_time=seconds).median
+            "decoder": median_seconds("model.step(tokens, state)", names, seconds),
+        }
 
 
-def plot(results: dict[str, dict[str, float]], lengths: list[int], path: Path) -> None:
-    figure, axes = plt.subplots(figsize=(6, 4))
-    for name, times in results.items():
-        axes.plot(lengths, [times[str(n)] * 1e6 for n in lengths], marker="o", label=name)
-    axes.set_xscale("log")
-    axes.set_xlabel("source length S (tokens)")
-    axes.set_ylabel("one attention step (µs, median)")
-    axes.set_title("Decoder attention step vs source length")
-    axes.legend()
-    axes.grid(True, which="both", alpha=0.3)
+def plot(results: dict[str, dict[str, dict[str, float]]], lengths: list[int], path: Path) -> None:
+    """One panel per part: microseconds against source length, a line per attention."""
+    figure, panels = plt.subplots(1, len(PARTS), figsize=(11, 4))
+    titles = {"attention": "attention.attend alone", "decoder": "whole Luong RNN decoder step"}
+    for axes, part in zip(panels, PARTS, strict=True):
+        for name, times in results[part].items():
+            axes.plot(lengths, [times[str(n)] * 1e6 for n in lengths], marker="o", label=name)
+        axes.set_xscale("log")
+        axes.set_xlabel("source length S (tokens)")
+        axes.set_ylabel("µs per step (median)")
+        axes.set_title(titles[part])
+        axes.legend()
+        axes.grid(True, which="both", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -82,8 +108,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench/attention-step", help="output folder")
     parser.add_argument("--lengths", type=int, nargs="+", default=[50, 100, 200, 500, 1000])
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--hidden", type=int, default=256, help="decoder state size")
-    parser.add_argument("--key-size", type=int, default=512, help="encoder output size")
+    parser.add_argument("--hidden", type=int, default=256, help="decoder state and embedding size")
     parser.add_argument("--window", type=int, default=10, help="local half-width D")
     parser.add_argument("--seconds", type=float, default=0.5, help="timing per measurement")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -91,19 +116,18 @@ def main() -> None:
 
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    modules = variants(args.hidden, args.key_size, args.window)
-    results: dict[str, dict[str, float]] = {name: {} for name in modules}
-    print(f"{'S':>6} " + " ".join(f"{name + ' (µs)':>14}" for name in modules))
+    models = {
+        name: RNNSeq2Seq(VOCAB, args.hidden, args.hidden, style="luong", attention=attention).eval()
+        for name, attention in variants(args.window).items()
+    }  # bi-GRU encoder: keys of 2 * hidden
+    results: dict[str, dict[str, dict[str, float]]] = {p: {n: {} for n in models} for p in PARTS}
+    print(f"{'S':>6} " + " ".join(f"{n + ' ' + p:>18}" for p in PARTS for n in models))
     for length in args.lengths:
-        for name, module in modules.items():
-            module.eval()
-            seconds = time_step(
-                module, args.batch, args.hidden, args.key_size, length, args.seconds
-            )
-            results[name][str(length)] = seconds
-        print(
-            f"{length:>6} " + " ".join(f"{results[n][str(length)] * 1e6:>14.1f}" for n in modules)
-        )
+        for name, model in models.items():
+            for part, seconds in time_steps(model, args.batch, length, args.seconds).items():
+                results[part][name][str(length)] = seconds
+        row = [results[p][n][str(length)] * 1e6 for p in PARTS for n in models]
+        print(f"{length:>6} " + " ".join(f"{t:>18.1f}" for t in row))
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

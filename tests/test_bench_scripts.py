@@ -251,3 +251,14 @@ def test_the_speed_benchmark_step_trains_both_contenders():
         assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
         rate = speed.train_steps(model, loss_of, optimizer, [batch, batch], bf16=True)
         assert rate > 0
+
+
+def test_the_step_benchmark_times_attention_and_the_whole_decoder_step_of_each_variant():
+    from seq2seq.rnn import RNNSeq2Seq
+
+    step = load_script("bench_attention_step")
+    for name, attention in step.variants(window=2).items():
+        model = RNNSeq2Seq(step.VOCAB, 8, 8, style="luong", attention=attention).eval()
+        times = step.time_steps(model, batch=3, length=12, seconds=0.001)
+        assert set(times) == set(step.PARTS), name
+        assert all(seconds > 0 for seconds in times.values()), name
