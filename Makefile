@@ -84,7 +84,8 @@ bench-scale: $(STAMP) multi30k
 bench-joey-speed: $(STAMP) multi30k
 	$(RUN_PY) scripts/bench_joey_speed.py --out $(BENCH)/joey-speed.json $(JOEY_SPEED_ARGS)
 
-# Joey NMT's Transformer trained as long as ours, for bench-joey-decoding
+# Joey NMT's Transformer trained as long as ours, for bench-joey-decoding (`--decode` naming
+# no search: training only, since bench-joey-decoding decodes both models in turn)
 bench-joey: $(STAMP) multi30k
 	$(RUN_PY) scripts/peer_joey.py --model transformer --decode --out $(BENCH)/joey.json $(JOEY_ARGS)
 
