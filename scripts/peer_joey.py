@@ -371,11 +371,15 @@ def measure_decode(
     name = f"beam{beam}"
     test = test_subset(data_dir, test_lines)
     overrides = {"dev": f'"{data_dir}/dev1"', "test": f'"{test}"', "beam_size": str(beam)}
+    if checkpoint is not None:  # Joey's test insists that model_dir exists; it logs there
+        model_dir = work / "models" / f"decode-{name}"
+        model_dir.mkdir(parents=True, exist_ok=True)
+        overrides["model_dir"] = f'"{model_dir}"'
     config = write_config(model, data_dir, work, name, overrides, checkpoint)
     output = work / f"{model}.{name}.hyp"  # Joey writes the test hypotheses to OUTPUT.test
     log_path = work / f"{model}.{name}.log"
     text, _, peak_gb = run_joey(
-        python, "test", config, log_path, options=("--output_path", str(output))
+        python, "test", config, log_path, options=("--output-path", str(output))
     )
     seconds = parse_test_log(text).get("test")
     if seconds is None:

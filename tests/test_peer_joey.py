@@ -106,3 +106,47 @@ def test_test_subset_keeps_the_first_lines_of_both_sides(peer: ModuleType, tmp_p
     for lang in peer.LANGS:
         text = (tmp_path / f"{prefix.name}.{lang}").read_text("utf-8")
         assert text == f"{lang} sentence 0\n{lang} sentence 1\n"
+
+
+def fake_joey_test(config: Path, options: tuple[str, ...], sentences: int) -> str:
+    """What ``joey.py test CONFIG OPTIONS`` of Joey NMT 2.3 checks and writes: its own
+    option names, a model_dir that exists, hypotheses in OUTPUT.test; returns its log."""
+    import argparse
+    import re
+
+    parser = argparse.ArgumentParser("joeynmt")
+    parser.add_argument("-o", "--output-path", required=True)
+    output = parser.parse_args(options).output_path
+    model_dir = re.search(r'^model_dir: "(.*)"$', config.read_text("utf-8"), re.MULTILINE)
+    assert model_dir is not None and Path(model_dir.group(1)).is_dir(), "model_dir not found"
+    Path(f"{output}.test").write_text("hyp\n" * sentences, "utf-8")
+    return TEST_LOG
+
+
+def test_measure_decode_gives_joey_a_model_dir_and_options_it_accepts(
+    peer: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    peers, data, work = tmp_path / "peers", tmp_path / "data", tmp_path / "decode-run"
+    for folder in (peers, data, work):
+        folder.mkdir()
+    (peers / "transformer.yaml").write_text(
+        'model_dir: "MODEL_DIR/transformer"\ndata:\n    dev: "DATA_DIR/val"\n'
+        '    test: "DATA_DIR/test"\ntesting:\n    beam_size: 5\n',
+        "utf-8",
+    )
+    for lang in peer.LANGS:
+        (data / f"test_2016_flickr.{lang}").write_text("a\nb\nc\n", "utf-8")
+    seen = {}
+
+    def run_joey(python, mode, config, log_path, minutes=None, options=()):
+        seen.update(mode=mode, config=config.read_text("utf-8"))
+        return fake_joey_test(config, options, sentences=2), 1.0, 0.5
+
+    monkeypatch.setattr(peer, "PEERS", peers)
+    monkeypatch.setattr(peer, "run_joey", run_joey)
+    checkpoint = tmp_path / "trained" / "latest.ckpt"
+    result = peer.measure_decode(Path("python"), "transformer", data, work, 5, checkpoint, 2)
+    assert seen["mode"] == "test"
+    assert f'load_model: "{checkpoint}"' in seen["config"]
+    assert result["sentences"] == 2 and result["sentences_per_sec"] == round(2 / 171.0053, 2)
+    assert Path(result["hypotheses"]).read_text("utf-8") == "hyp\nhyp\n"
