@@ -1,8 +1,9 @@
 """Decoding test_2016 with seq2seq and with Joey NMT, alternating A B A B.
 
 Each round decodes the 1000 test_2016 sentences with Joey NMT's ``test`` and then with
-``seq2seq evaluate``, for each search (beam 5 and greedy), one process at a time with the
-same number of threads. Speed is each toolkit's own clock around generation (model loading
+``seq2seq evaluate``, for each search (beam 5, greedy, and seq2seq's beam 5 under bf16
+autocast against Joey's fp32 beam 5, the only one it has on CPU), one process at a time
+with the same number of threads. Speed is each toolkit's own clock around generation (model loading
 left out): sentences/s, and words/s of output, since a model that writes longer sentences
 takes more decoder steps. Each run also gives its process's peak RSS, the hypotheses'
 cased sacreBLEU and their mean length in words, so that the two models can be compared for
@@ -41,7 +42,9 @@ from sacrebleu.metrics import BLEU
 
 from seq2seq.sources import read_lines
 
-SEARCHES = {"beam5": 5, "greedy": 1}
+# name -> (beam size, seq2seq under bf16 autocast). Joey NMT has no bf16 search on CPU, so
+# its side of "beam5-bf16" is its fp32 beam 5 again, run afresh in that pair's round.
+SEARCHES = {"beam5": (5, False), "greedy": (1, False), "beam5-bf16": (5, True)}
 TEST = "test_2016_flickr"
 RATE = "sentences_per_sec"
 
@@ -78,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the peers' config the Joey checkpoint was trained with")  # fmt: skip
     parser.add_argument("--test-lines", type=int, help="decode only the first N test sentences")
     parser.add_argument(
-        "--searches", nargs="+", choices=sorted(SEARCHES), default=["beam5", "greedy"]
+        "--searches", nargs="+", choices=sorted(SEARCHES), default=list(SEARCHES)
     )
     add_shared_arguments(parser, "runs/bench/joey-decoding.json")
     args = parser.parse_args(argv)
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     def measure(toolkit: str, search: str, index: int) -> dict[str, Any]:
         folder = work / f"{toolkit}-{search}-round{index}"
         folder.mkdir(parents=True, exist_ok=True)
-        beam = SEARCHES[search]
+        beam, bf16 = SEARCHES[search]
         if toolkit == "joey":
             run = measure_decode(
                 python, args.joey_model, joey_data, folder, beam, args.joey, args.test_lines
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
             record = {RATE: run[RATE], "peak_rss_gb": run["peak_rss_gb"]}
             hypotheses = Path(run["hypotheses"])
         else:
-            run = evaluate(str(args.ours), src, ref, folder, beam)
+            run = evaluate(str(args.ours), src, ref, folder, beam, bf16)
             record = {RATE: run["decode_sentences_per_sec"],
                       "peak_rss_gb": round(run["eval_peak_rss_mb"] / 1024, 2)}  # fmt: skip
             hypotheses = folder / "hypotheses.txt"

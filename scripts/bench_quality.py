@@ -224,10 +224,16 @@ def chosen_checkpoint(
     return (averaged if averaged_wins else best), val_bleu
 
 
-def evaluate(checkpoint: str, src: Path, ref: Path, folder: Path, beam: int) -> dict[str, Any]:
-    """Scores and decoding speed from ``seq2seq evaluate --json``, and that run's peak RSS."""
+def evaluate(
+    checkpoint: str, src: Path, ref: Path, folder: Path, beam: int, bf16: bool = False
+) -> dict[str, Any]:
+    """Scores and decoding speed from ``seq2seq evaluate --json``, and that run's peak RSS.
+
+    ``bf16`` searches under bf16 autocast (``--bf16``) instead of in fp32.
+    """
     command = [*SEQ2SEQ, "evaluate", "--ckpt", checkpoint, "--src", str(src), "--ref", str(ref)]
     command += ["--beam", str(beam), "--json", "--output", str(folder / "hypotheses.txt")]
+    command += ["--bf16"] if bf16 else []
     usage = run(command, folder / "evaluate.json", folder / "evaluate.log")
     if usage["status"] != 0:
         raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")

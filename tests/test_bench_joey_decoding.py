@@ -40,7 +40,7 @@ def test_searches_alternate_between_the_toolkits(
     ours, joey = tmp_path / "ours.ckpt", tmp_path / "joey.ckpt"
     ours.write_bytes(b"")
     joey.write_bytes(b"")
-    calls: list[tuple[str, int]] = []
+    calls: list[tuple[str, int] | tuple[str, int, bool]] = []
 
     def fake_joey(python, model, data_dir, work, beam, checkpoint, test_lines) -> dict:
         assert checkpoint == joey
@@ -48,9 +48,9 @@ def test_searches_alternate_between_the_toolkits(
         (work / "out.test").write_text("ein hund\nzwei kinder\neine frau\n")  # 2 words each
         return {"sentences_per_sec": 10.0, "peak_rss_gb": 0.8, "hypotheses": str(work / "out.test")}
 
-    def fake_evaluate(checkpoint, src, ref, folder, beam) -> dict:
+    def fake_evaluate(checkpoint, src, ref, folder, beam, bf16) -> dict:
         assert checkpoint == str(ours)
-        calls.append(("seq2seq", beam))
+        calls.append(("seq2seq", beam, bf16))
         (folder / "hypotheses.txt").write_text("\n".join(REFERENCES) + "\n")  # 4 words each
         return {"decode_sentences_per_sec": 100.0, "eval_peak_rss_mb": 1024.0}
 
@@ -62,7 +62,10 @@ def test_searches_alternate_between_the_toolkits(
     decoding.main(["--ours", str(ours), "--joey", str(joey), "--corpus", str(corpus),
                    "--cache", cache, "--out", str(out), "--rounds", "2"])  # fmt: skip
 
-    assert calls == [("joey", 5), ("seq2seq", 5), ("joey", 1), ("seq2seq", 1)] * 2
+    assert calls == [
+        ("joey", 5), ("seq2seq", 5, False), ("joey", 1), ("seq2seq", 1, False),
+        ("joey", 5), ("seq2seq", 5, True),  # Joey's fp32 beam 5 against our bf16 one
+    ] * 2  # fmt: skip
     record = json.loads(out.read_text())
     beam = record["beam5"]
     assert beam["ratio"] == 10.0 and beam["ratio_per_round"] == [10.0, 10.0]
@@ -72,6 +75,7 @@ def test_searches_alternate_between_the_toolkits(
     }  # fmt: skip
     assert beam["rounds"][0]["joey"]["words_per_sec"] == 20.0
     assert record["greedy"]["ours"] == str(ours)
+    assert record["beam5-bf16"]["ratio_per_round"] == [10.0, 10.0]
 
 
 def test_missing_checkpoints_are_refused(decoding: ModuleType, tmp_path: Path):
