@@ -45,7 +45,7 @@ test: $(STAMP)
 BENCH_MINUTES ?= 60
 ifeq ($(QUICK),1)
 BENCH := runs/bench-quick
-STEP_ARGS := --lengths 50 1000 --seconds 0.05
+STEP_ARGS := --lengths 50 1000 --seconds 0.05 --repeats 1
 SPEED_ARGS := --steps 3 --rounds 1 --warmup 1
 SCALE_ARGS := --budgets 500 2000 --steps 2 --lengths 25 100
 JOEY_ARGS := --train-minutes 1.2 --log-every 5

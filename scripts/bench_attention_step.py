@@ -10,7 +10,8 @@ Two timings per attention and source length, on synthetic tensors, one query per
 
 All three use the general score. Global attention scores every source position, so its
 step grows with the source length; local attention gathers a 2D+1 window, so its step
-should stay flat.
+should stay flat. The host's noise moves one measurement by 10-20%, so the whole sweep runs
+``--repeats`` times after an untimed warm-up and each point is the median of its repeats.
 
     python scripts/bench_attention_step.py --out runs/bench/attention-step
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10, help="local half-width D")
     parser.add_argument("--seconds", type=float, default=0.5, help="timing per measurement")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--repeats", type=int, default=3, help="sweeps; a point is their median")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -120,19 +123,36 @@ def main() -> None:
         name: RNNSeq2Seq(VOCAB, args.hidden, args.hidden, style="luong", attention=attention).eval()
         for name, attention in variants(args.window).items()
     }  # bi-GRU encoder: keys of 2 * hidden
-    results: dict[str, dict[str, dict[str, float]]] = {p: {n: {} for n in models} for p in PARTS}
-    print(f"{'S':>6} " + " ".join(f"{n + ' ' + p:>18}" for p in PARTS for n in models))
+    for model in models.values():  # untimed, so that no point carries one-off costs
+        time_steps(model, args.batch, args.lengths[0], args.seconds)
+    header = f"{'S':>6} " + " ".join(f"{n + ' ' + p:>18}" for p in PARTS for n in models)
+    # part -> attention -> str(S) -> [median seconds in each sweep]
+    sweeps: dict[str, dict[str, dict[str, list[float]]]] = {
+        p: {n: {str(s): [] for s in args.lengths} for n in models} for p in PARTS
+    }
+    for repeat in range(args.repeats):
+        print(f"sweep {repeat + 1} of {args.repeats}, µs per step\n{header}")
+        for length in args.lengths:
+            for name, model in models.items():
+                for part, seconds in time_steps(model, args.batch, length, args.seconds).items():
+                    sweeps[part][name][str(length)].append(seconds)
+            row = [sweeps[p][n][str(length)][-1] * 1e6 for p in PARTS for n in models]
+            print(f"{length:>6} " + " ".join(f"{t:>18.1f}" for t in row), flush=True)
+    results = {
+        p: {n: {s: statistics.median(times) for s, times in by_length.items()}
+            for n, by_length in by_name.items()}
+        for p, by_name in sweeps.items()
+    }  # fmt: skip
+    print(f"median of the sweeps, µs per step\n{header}")
     for length in args.lengths:
-        for name, model in models.items():
-            for part, seconds in time_steps(model, args.batch, length, args.seconds).items():
-                results[part][name][str(length)] = seconds
         row = [results[p][n][str(length)] * 1e6 for p in PARTS for n in models]
         print(f"{length:>6} " + " ".join(f"{t:>18.1f}" for t in row))
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
-    report = {"settings": settings, "torch": torch.__version__, "median_seconds": results}
+    report = {"settings": settings, "torch": torch.__version__, "median_seconds": results,
+              "sweeps_seconds": sweeps}  # fmt: skip
     (out / "step_times.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     plot(results, args.lengths, out / "step_times.png")
     print(f"wrote {out / 'step_times.json'} and {out / 'step_times.png'}")

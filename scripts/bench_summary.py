@@ -87,6 +87,12 @@ def summary(folder: Path) -> str:
             10.0,
         ),
         target_line(
+            "the same, ours under --bf16 autocast against Joey NMT's fp32 (its only CPU search)",
+            get(joey_decoding, "beam5-bf16", "seq2seq_median"),
+            get(joey_decoding, "beam5-bf16", "joey_median"),
+            10.0,
+        ),
+        target_line(
             "Transformer training, target tok/s (torch.nn.Transformer)",
             ours_transformer,
             plain,

@@ -60,7 +60,11 @@ def test_summary_reads_every_part_and_reports_missing_ones(summary: ModuleType, 
         {"transformer": {"seq2seq_median": 4000.0, "joey_median": 1000.0}},
     )
     write_json(
-        tmp_path / "joey-decoding.json", {"beam5": {"seq2seq_median": 90.0, "joey_median": 10.0}}
+        tmp_path / "joey-decoding.json",
+        {
+            "beam5": {"seq2seq_median": 90.0, "joey_median": 10.0},
+            "beam5-bf16": {"seq2seq_median": 150.0, "joey_median": 10.0},
+        },
     )
     rows = [
         {"name": "bahdanau", "bleu": 30.0, "bleu_literature": 38.5, "budget": "1 min"},
@@ -82,6 +86,8 @@ def test_summary_reads_every_part_and_reports_missing_ones(summary: ModuleType, 
     assert rnn_row.endswith("not measured (ours) |")
     joey_decoding = next(line for line in lines if "decoding of test_2016" in line)
     assert "9.00×" in joey_decoding and joey_decoding.endswith("| missed |")
+    bf16 = next(line for line in lines if "under --bf16" in line)
+    assert "15.00×" in bf16 and bf16.endswith("| met |")
     best = next(line for line in lines if line.startswith("| best Transformer ("))
     assert best.startswith("| best Transformer (transformer-lowercase,") and "| met |" in best
     assert any(line.startswith("| best RNN (bahdanau") and "| met |" in line for line in lines)
