@@ -331,7 +331,8 @@ def measure_train(
     python: Path, model: str, data_dir: Path, work: Path, minutes: float, log_every: int
 ) -> dict:
     """Train for ``minutes`` of wall clock and read the throughput from Joey's log."""
-    overrides = {"logging_freq": str(log_every), "validation_freq": "100000"}
+    # No validation inside a timed run; Joey wants validation_freq a multiple of logging_freq.
+    overrides = {"logging_freq": str(log_every), "validation_freq": str(log_every * 100_000)}
     config = write_config(model, data_dir, work, "train", overrides)
     text, seconds, peak_gb = run_joey(python, "train", config, work / f"{model}.train.log", minutes)
     result = parse_train_log(text)

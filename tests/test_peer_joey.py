@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -150,3 +151,30 @@ def test_measure_decode_gives_joey_a_model_dir_and_options_it_accepts(
     assert f'load_model: "{checkpoint}"' in seen["config"]
     assert result["sentences"] == 2 and result["sentences_per_sec"] == round(2 / 171.0053, 2)
     assert Path(result["hypotheses"]).read_text("utf-8") == "hyp\nhyp\n"
+
+
+def test_measure_train_keeps_validation_a_multiple_of_logging(
+    peer: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Joey refuses a validation_freq that logging_freq does not divide (QUICK logs every 3)."""
+    peers, data, work = tmp_path / "peers", tmp_path / "data", tmp_path / "train-run"
+    for folder in (peers, data, work):
+        folder.mkdir()
+    (peers / "transformer.yaml").write_text(
+        'model_dir: "MODEL_DIR/transformer"\ndata:\n    train: "DATA_DIR/train"\n'
+        "training:\n    logging_freq: 100\n    validation_freq: 1000\n",
+        "utf-8",
+    )
+    seen = {}
+
+    def run_joey(python, mode, config, log_path, minutes=None, options=()):
+        seen["config"] = config.read_text("utf-8")
+        line = "Epoch 1, Step: 30, Batch Loss: 5.0, Batch Acc: 0.1, Tokens per Sec: 800"
+        return line + "\n", 30.0, 2.0
+
+    monkeypatch.setattr(peer, "PEERS", peers)
+    monkeypatch.setattr(peer, "run_joey", run_joey)
+    peer.measure_train(Path("python"), "transformer", data, work, 0.5, log_every=3)
+    logging = int(re.search(r"logging_freq: (\d+)", seen["config"]).group(1))
+    validation = int(re.search(r"validation_freq: (\d+)", seen["config"]).group(1))
+    assert logging == 3 and validation % logging == 0 and validation >= 100_000
