@@ -80,9 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--joey-model", choices=("transformer", "rnn"), default="transformer",
                         help="the peers' config the Joey checkpoint was trained with")  # fmt: skip
     parser.add_argument("--test-lines", type=int, help="decode only the first N test sentences")
-    parser.add_argument(
-        "--searches", nargs="+", choices=sorted(SEARCHES), default=list(SEARCHES)
-    )
+    parser.add_argument("--searches", nargs="+", choices=sorted(SEARCHES), default=list(SEARCHES))
     add_shared_arguments(parser, "runs/bench/joey-decoding.json")
     args = parser.parse_args(argv)
     if args.ours_result is not None:
