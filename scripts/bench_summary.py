@@ -50,6 +50,14 @@ def target_line(what: str, ours: float | None, theirs: float | None, goal: float
     return f"| {what} | {ours:,.1f} | {theirs:,.1f} | {ratio:.2f}× | ≥ {goal:g}× | {verdict} |"
 
 
+def joey_line(what: str, record: dict[str, Any], name: str, goal: float) -> str:
+    """A target row from an A B A B comparison with Joey NMT: ``record[name]``'s medians."""
+    label = what if "Joey NMT" in what else f"{what} (Joey NMT)"
+    return target_line(
+        label, get(record, name, "seq2seq_median"), get(record, name, "joey_median"), goal
+    )
+
+
 def summary(folder: Path) -> str:
     speed = load(folder / "transformer-speed.json")
     joey_speed = load(folder / "joey-speed.json")  # whole training runs, A B A B
@@ -68,29 +76,30 @@ def summary(folder: Path) -> str:
         "",
         "| measurement (peer) | seq2seq | peer | ratio | target | |",
         "|---|---|---|---|---|---|",
-        target_line(
-            "Transformer training, target tok/s, whole runs A B A B (Joey NMT)",
-            get(joey_speed, "transformer", "seq2seq_median"),
-            get(joey_speed, "transformer", "joey_median"),
-            2.5,
-        ),
-        target_line(
-            "Bahdanau RNN training, target tok/s, whole runs A B A B (Joey NMT)",
-            get(joey_speed, "rnn", "seq2seq_median"),
-            get(joey_speed, "rnn", "joey_median"),
-            2.0,
-        ),
-        target_line(
-            "Transformer beam-5 decoding of test_2016, sentences/s, A B A B (Joey NMT)",
-            get(joey_decoding, "beam5", "seq2seq_median"),
-            get(joey_decoding, "beam5", "joey_median"),
-            10.0,
-        ),
-        target_line(
-            "the same, ours under --bf16 autocast against Joey NMT's fp32 (its only CPU search)",
-            get(joey_decoding, "beam5-bf16", "seq2seq_median"),
-            get(joey_decoding, "beam5-bf16", "joey_median"),
-            10.0,
+        *(
+            joey_line(what, record, name, goal)
+            for what, record, name, goal in (
+                (
+                    "Transformer training, target tok/s, whole runs A B A B",
+                    joey_speed,
+                    "transformer",
+                    2.5,
+                ),
+                ("Bahdanau RNN training, target tok/s, whole runs A B A B", joey_speed, "rnn", 2.0),
+                (
+                    "Transformer beam-5 decoding of test_2016, sentences/s, A B A B",
+                    joey_decoding,
+                    "beam5",
+                    10.0,
+                ),
+                (
+                    "the same, ours under --bf16 autocast against Joey NMT's fp32 (its only CPU "
+                    "search)",
+                    joey_decoding,
+                    "beam5-bf16",
+                    10.0,
+                ),
+            )
         ),
         target_line(
             "Transformer training, target tok/s (torch.nn.Transformer)",
