@@ -87,6 +87,11 @@ def time_steps(model: RNNSeq2Seq, batch: int, length: int, seconds: float) -> di
         }
 
 
+def table_row(length: int, seconds: list[float]) -> str:
+    """One printed row: the source length, then each timing in µs under its header."""
+    return f"{length:>6} " + " ".join(f"{t * 1e6:>18.1f}" for t in seconds)
+
+
 def plot(results: dict[str, dict[str, dict[str, float]]], lengths: list[int], path: Path) -> None:
     """One panel per part: microseconds against source length, a line per attention."""
     figure, panels = plt.subplots(1, len(PARTS), figsize=(11, 4))
@@ -136,8 +141,8 @@ def main() -> None:
             for name, model in models.items():
                 for part, seconds in time_steps(model, args.batch, length, args.seconds).items():
                     sweeps[part][name][str(length)].append(seconds)
-            row = [sweeps[p][n][str(length)][-1] * 1e6 for p in PARTS for n in models]
-            print(f"{length:>6} " + " ".join(f"{t:>18.1f}" for t in row), flush=True)
+            latest = [sweeps[p][n][str(length)][-1] for p in PARTS for n in models]
+            print(table_row(length, latest), flush=True)
     results = {
         p: {n: {s: statistics.median(times) for s, times in by_length.items()}
             for n, by_length in by_name.items()}
@@ -145,8 +150,7 @@ def main() -> None:
     }  # fmt: skip
     print(f"median of the sweeps, µs per step\n{header}")
     for length in args.lengths:
-        row = [results[p][n][str(length)] * 1e6 for p in PARTS for n in models]
-        print(f"{length:>6} " + " ".join(f"{t:>18.1f}" for t in row))
+        print(table_row(length, [results[p][n][str(length)] for p in PARTS for n in models]))
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

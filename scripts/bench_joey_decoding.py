@@ -3,11 +3,12 @@
 Each round decodes the 1000 test_2016 sentences with Joey NMT's ``test`` and then with
 ``seq2seq evaluate``, for each search (beam 5, greedy, and seq2seq's beam 5 under bf16
 autocast against Joey's fp32 beam 5, the only one it has on CPU), one process at a time
-with the same number of threads. Speed is each toolkit's own clock around generation (model loading
-left out): sentences/s, and words/s of output, since a model that writes longer sentences
-takes more decoder steps. Each run also gives its process's peak RSS, the hypotheses'
-cased sacreBLEU and their mean length in words, so that the two models can be compared for
-what they write, not only how fast. Medians over the rounds and their ratio per search.
+with the same number of threads. Speed is each toolkit's own clock around generation
+(model loading left out): sentences/s, and words/s of output, since a model that writes
+longer sentences takes more decoder steps. Each run also gives its process's peak RSS, the
+hypotheses' cased sacreBLEU and their mean length in words, so that the two models can be
+compared for what they write, not only how fast. Medians over the rounds and their ratio
+per search.
 
 The models: a seq2seq checkpoint (``--ours``, or ``--ours-result``: the checkpoint a
 ``bench_quality.py`` result.json evaluated) and a Joey NMT one (``--joey``; by default the

@@ -50,11 +50,14 @@ def target_line(what: str, ours: float | None, theirs: float | None, goal: float
     return f"| {what} | {ours:,.1f} | {theirs:,.1f} | {ratio:.2f}× | ≥ {goal:g}× | {verdict} |"
 
 
+TRAINING = "target tok/s, whole runs A B A B"
+DECODING = "beam-5 decoding of test_2016, sentences/s, A B A B"
+
+
 def joey_line(what: str, record: dict[str, Any], name: str, goal: float) -> str:
     """A target row from an A B A B comparison with Joey NMT: ``record[name]``'s medians."""
-    label = what if "Joey NMT" in what else f"{what} (Joey NMT)"
     return target_line(
-        label, get(record, name, "seq2seq_median"), get(record, name, "joey_median"), goal
+        what, get(record, name, "seq2seq_median"), get(record, name, "joey_median"), goal
     )
 
 
@@ -79,19 +82,9 @@ def summary(folder: Path) -> str:
         *(
             joey_line(what, record, name, goal)
             for what, record, name, goal in (
-                (
-                    "Transformer training, target tok/s, whole runs A B A B",
-                    joey_speed,
-                    "transformer",
-                    2.5,
-                ),
-                ("Bahdanau RNN training, target tok/s, whole runs A B A B", joey_speed, "rnn", 2.0),
-                (
-                    "Transformer beam-5 decoding of test_2016, sentences/s, A B A B",
-                    joey_decoding,
-                    "beam5",
-                    10.0,
-                ),
+                (f"Transformer training, {TRAINING} (Joey NMT)", joey_speed, "transformer", 2.5),
+                (f"Bahdanau RNN training, {TRAINING} (Joey NMT)", joey_speed, "rnn", 2.0),
+                (f"Transformer {DECODING} (Joey NMT)", joey_decoding, "beam5", 10.0),
                 (
                     "the same, ours under --bf16 autocast against Joey NMT's fp32 (its only CPU "
                     "search)",
@@ -100,7 +93,7 @@ def summary(folder: Path) -> str:
                     10.0,
                 ),
             )
-        ),
+        ),  # fmt: skip
         target_line(
             "Transformer training, target tok/s (torch.nn.Transformer)",
             ours_transformer,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -112,9 +114,6 @@ def test_test_subset_keeps_the_first_lines_of_both_sides(peer: ModuleType, tmp_p
 def fake_joey_test(config: Path, options: tuple[str, ...], sentences: int) -> str:
     """What ``joey.py test CONFIG OPTIONS`` of Joey NMT 2.3 checks and writes: its own
     option names, a model_dir that exists, hypotheses in OUTPUT.test; returns its log."""
-    import argparse
-    import re
-
     parser = argparse.ArgumentParser("joeynmt")
     parser.add_argument("-o", "--output-path", required=True)
     output = parser.parse_args(options).output_path
@@ -124,27 +123,40 @@ def fake_joey_test(config: Path, options: tuple[str, ...], sentences: int) -> st
     return TEST_LOG
 
 
+def fake_peers(
+    peer: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    transformer_config: str,
+    run_joey: Callable[..., tuple[str, float, float]],
+) -> tuple[Path, Path]:
+    """A peers folder holding ``transformer_config`` and ``run_joey`` in place of Joey NMT;
+    returns the (empty) data and work folders for peer_joey's measurements."""
+    peers, data, work = tmp_path / "peers", tmp_path / "data", tmp_path / "work"
+    for folder in (peers, data, work):
+        folder.mkdir()
+    (peers / "transformer.yaml").write_text(transformer_config, "utf-8")
+    monkeypatch.setattr(peer, "PEERS", peers)
+    monkeypatch.setattr(peer, "run_joey", run_joey)
+    return data, work
+
+
 def test_measure_decode_gives_joey_a_model_dir_and_options_it_accepts(
     peer: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    peers, data, work = tmp_path / "peers", tmp_path / "data", tmp_path / "decode-run"
-    for folder in (peers, data, work):
-        folder.mkdir()
-    (peers / "transformer.yaml").write_text(
-        'model_dir: "MODEL_DIR/transformer"\ndata:\n    dev: "DATA_DIR/val"\n'
-        '    test: "DATA_DIR/test"\ntesting:\n    beam_size: 5\n',
-        "utf-8",
-    )
-    for lang in peer.LANGS:
-        (data / f"test_2016_flickr.{lang}").write_text("a\nb\nc\n", "utf-8")
     seen = {}
 
     def run_joey(python, mode, config, log_path, minutes=None, options=()):
         seen.update(mode=mode, config=config.read_text("utf-8"))
         return fake_joey_test(config, options, sentences=2), 1.0, 0.5
 
-    monkeypatch.setattr(peer, "PEERS", peers)
-    monkeypatch.setattr(peer, "run_joey", run_joey)
+    peer_config = (
+        'model_dir: "MODEL_DIR/transformer"\ndata:\n    dev: "DATA_DIR/val"\n'
+        '    test: "DATA_DIR/test"\ntesting:\n    beam_size: 5\n'
+    )
+    data, work = fake_peers(peer, tmp_path, monkeypatch, peer_config, run_joey)
+    for lang in peer.LANGS:
+        (data / f"test_2016_flickr.{lang}").write_text("a\nb\nc\n", "utf-8")
     checkpoint = tmp_path / "trained" / "latest.ckpt"
     result = peer.measure_decode(Path("python"), "transformer", data, work, 5, checkpoint, 2)
     assert seen["mode"] == "test"
@@ -157,14 +169,6 @@ def test_measure_train_keeps_validation_a_multiple_of_logging(
     peer: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """Joey refuses a validation_freq that logging_freq does not divide (QUICK logs every 3)."""
-    peers, data, work = tmp_path / "peers", tmp_path / "data", tmp_path / "train-run"
-    for folder in (peers, data, work):
-        folder.mkdir()
-    (peers / "transformer.yaml").write_text(
-        'model_dir: "MODEL_DIR/transformer"\ndata:\n    train: "DATA_DIR/train"\n'
-        "training:\n    logging_freq: 100\n    validation_freq: 1000\n",
-        "utf-8",
-    )
     seen = {}
 
     def run_joey(python, mode, config, log_path, minutes=None, options=()):
@@ -172,8 +176,11 @@ def test_measure_train_keeps_validation_a_multiple_of_logging(
         line = "Epoch 1, Step: 30, Batch Loss: 5.0, Batch Acc: 0.1, Tokens per Sec: 800"
         return line + "\n", 30.0, 2.0
 
-    monkeypatch.setattr(peer, "PEERS", peers)
-    monkeypatch.setattr(peer, "run_joey", run_joey)
+    peer_config = (
+        'model_dir: "MODEL_DIR/transformer"\ndata:\n    train: "DATA_DIR/train"\n'
+        "training:\n    logging_freq: 100\n    validation_freq: 1000\n"
+    )
+    data, work = fake_peers(peer, tmp_path, monkeypatch, peer_config, run_joey)
     peer.measure_train(Path("python"), "transformer", data, work, 0.5, log_every=3)
     logging = int(re.search(r"logging_freq: (\d+)", seen["config"]).group(1))
     validation = int(re.search(r"validation_freq: (\d+)", seen["config"]).group(1))
