@@ -77,24 +77,35 @@ def source_batches(
         yield SourceBatch(src, src_lens, torch.tensor(indices, dtype=torch.long))
 
 
-def cut_batches(order: Sequence[int], lengths: np.ndarray, max_tokens: int) -> list[list[int]]:
-    """Cut ``order`` (ascending lengths) into batches of ``sentences * longest <= max_tokens``.
+def cut_batches(sorted_lengths: np.ndarray, max_tokens: int) -> np.ndarray:
+    """Batch boundaries over examples in ascending order of length: batch ``b`` holds
+    positions ``bounds[b]:bounds[b + 1]`` of that order, ``bounds`` [num_batches + 1].
 
-    An example longer than ``max_tokens`` alone makes a batch of its own.
+    Greedy, as filling batches one example at a time would: an example joins the open batch
+    while ``(sentences + 1) * its length <= max_tokens``; an example longer than
+    ``max_tokens`` alone makes a batch of its own. Works on runs of equal length, so the
+    cost grows with the number of distinct lengths, not with the number of examples.
     """
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
-    for index in order:
-        length = int(lengths[index])
-        if current and (len(current) + 1) * max(longest, length) > max_tokens:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(index)
-        longest = max(longest, length)
-    if current:
-        batches.append(current)
-    return batches
+    if not len(sorted_lengths):
+        return np.zeros(1, dtype=np.int64)
+    change = np.flatnonzero(np.diff(sorted_lengths)) + 1
+    run_starts = np.concatenate([[0], change])
+    run_sizes = np.diff(np.concatenate([run_starts, [len(sorted_lengths)]]))
+    starts, end, count = [0], 0, 0  # count: examples in the open batch, which ends at `end`
+    for length, n in zip(sorted_lengths[run_starts].tolist(), run_sizes.tolist(), strict=True):
+        fits = max_tokens // length  # examples of this length one batch may hold
+        if count:
+            take = min(n, max(0, fits - count))
+            count, end, n = count + take, end + take, n - take
+            if not n:
+                continue
+            starts.append(end)
+        size = max(1, fits)
+        starts.extend(range(end + size, end + n, size))
+        end += n
+        count = n % size or size
+    starts.append(end)
+    return np.asarray(starts, dtype=np.int64)
 
 
 class LengthOrder(Sampler[int]):
@@ -114,11 +125,15 @@ class LengthOrder(Sampler[int]):
         """Independent random streams for (seed, epoch): 0 breaks ties, 1 orders batches."""
         return np.random.default_rng([self.seed, self.epoch, stream])
 
-    def __iter__(self) -> Iterator[int]:
+    def order(self) -> np.ndarray:
+        """The epoch's order [N] as an array (``__iter__`` yields the same indices)."""
         if not self.shuffle:
-            return iter(np.argsort(self.lengths, kind="stable").tolist())
+            return np.argsort(self.lengths, kind="stable")
         tie_break = self.rng(0).permutation(len(self.lengths))
-        return iter(np.lexsort((tie_break, self.lengths)).tolist())
+        return np.lexsort((tie_break, self.lengths))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order().tolist())
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -132,6 +147,9 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
     single example over the budget (kept, never dropped). With ``shuffle``, batch
     contents vary in their tie-breaks and batch order is shuffled, both deterministic
     for (seed, epoch); without, batches come shortest first.
+
+    The epoch's order and the batch boundaries are NumPy arrays (a few bytes per example);
+    a batch becomes a list of indices only when it is drawn.
 
     With ``num_replicas`` processes (default: the ``torch.distributed`` world, else 1),
     process ``rank`` takes every ``num_replicas``-th batch; batches are repeated from the
@@ -160,9 +178,8 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
             raise ValueError(f"rank {self.rank} is not in [0, {self.num_replicas})")
         self.max_tokens = max_tokens
         self.sampler = LengthOrder(lengths, shuffle, seed)
-        # The sorted lengths, hence the cuts, do not depend on the tie-break.
-        by_length = np.argsort(self.sampler.lengths, kind="stable").tolist()
-        self._num_batches = len(cut_batches(by_length, self.sampler.lengths, max_tokens))
+        # The sorted lengths, hence the cuts, do not depend on the tie-break: cut once.
+        self._bounds = cut_batches(np.sort(self.sampler.lengths), max_tokens)
         self._skip = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -173,17 +190,21 @@ class TokenBucketBatchSampler(Sampler[list[int]]):
         self._skip = batches_done
 
     def __iter__(self) -> Iterator[list[int]]:
-        batches = cut_batches(list(self.sampler), self.sampler.lengths, self.max_tokens)
+        order, bounds = self.sampler.order(), self._bounds
+        num_batches = len(bounds) - 1
         if self.sampler.shuffle:
-            batches = [batches[i] for i in self.sampler.rng(1).permutation(len(batches))]
+            batch_order = self.sampler.rng(1).permutation(num_batches)
+        else:
+            batch_order = np.arange(num_batches)
         total = len(self) * self.num_replicas
-        if batches and total > len(batches):
-            batches = (batches * math.ceil(total / len(batches)))[:total]
+        if num_batches and total > num_batches:
+            batch_order = np.resize(batch_order, total)  # repeated from the start
         skip, self._skip = self._skip, 0
-        return iter(batches[self.rank :: self.num_replicas][skip:])
+        mine = batch_order[self.rank :: self.num_replicas][skip:].tolist()
+        return (order[bounds[b] : bounds[b + 1]].tolist() for b in mine)
 
     def __len__(self) -> int:
-        return math.ceil(self._num_batches / self.num_replicas)
+        return math.ceil((len(self._bounds) - 1) / self.num_replicas)
 
 
 class ResumableLoader(DataLoader):

@@ -199,3 +199,27 @@ def test_lightning_reshuffles_every_epoch() -> None:
         expected += list(sampler)
     assert module.seen == expected
     assert module.seen[: len(sampler)] != module.seen[len(sampler) :]
+
+
+def greedy_batches(order: list[int], lengths: np.ndarray, max_tokens: int) -> list[list[int]]:
+    """The rule ``cut_batches`` implements, one example at a time."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        if current and (len(current) + 1) * int(lengths[index]) > max_tokens:
+            batches.append(current)
+            current = []
+        current.append(index)
+    return batches + ([current] if current else [])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cutting_runs_of_equal_length_equals_the_greedy_rule(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, [5, 40, 300][seed % 3], size=int(rng.integers(1, 800)))
+    max_tokens = int(rng.choice([1, 7, 64, 200, 1000]))
+    order = np.argsort(lengths, kind="stable").tolist()
+    bounds = batching.cut_batches(lengths[order], max_tokens)
+    cut = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    assert cut == greedy_batches(order, lengths, max_tokens)
+    assert batching.cut_batches(np.zeros(0, dtype=np.int64), 10).tolist() == [0]
