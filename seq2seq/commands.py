@@ -24,10 +24,9 @@ from seq2seq.alignment import (
 from seq2seq.averaging import average_checkpoints, save_atomically
 from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.corpus import write_corpus
-from seq2seq.data import read_lines
 from seq2seq.errors import DataError, Seq2SeqError
 from seq2seq.metrics import literature_bleu, score_corpus
-from seq2seq.sources import decode_lines
+from seq2seq.sources import decode_lines, read_lines
 from seq2seq.translator import SearchSettings, translate_lines
 
 

@@ -1,16 +1,19 @@
 """The LightningDataModule: a source, a SentencePiece vocabulary, cached tokenised splits, and
 length-bucketed batches under a token budget.
 
-    source --read_pairs--> Pairs --Vocabulary--> datasets.Dataset.map --> DataLoader of Batch
+    source --load_split--> Arrow text --Vocabulary--> Arrow ids (Dataset.map) --> Batches
 
-The vocabulary is trained on the training split (or loaded from ``cache_dir/spm``) on
-first access of ``vocab``, which may come before ``setup``. Tokenised splits are written
-by ``datasets`` to ``cache_dir/datasets/tokens-<hash>.arrow``, the hash covering the
-split's text and the vocabulary, so a second run reads them instead of tokenising again.
+Everything that grows with the corpus lives in memory-mapped Arrow files under
+``cache_dir``, written by ``datasets``: the text (``text/``, see ``seq2seq.sources``) and
+the tokenised splits (``tokens/<hash>*.arrow``, the hash covering the text's key and the
+vocabulary). Each is found again from file identities and settings, without reading the
+corpus, so a second run, or every process of a multi-device run after ``prepare_data``,
+maps the same files. The vocabulary is trained on a sample of the training split (or
+loaded from ``cache_dir/spm``) on first access of ``vocab``, which may come before ``setup``.
 
 Training pairs with an empty side or more than ``max_len`` pieces on a side are
-filtered out, and the counts are reported on the ``seq2seq`` logger. Validation and
-test keep every pair, in file order: ``Batch.ids`` index ``references(split)``.
+filtered out on their lengths, and the counts are reported on the ``seq2seq`` logger.
+Validation and test keep every pair, in file order: ``Batch.ids`` index ``references(split)``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from functools import partial
 from pathlib import Path
 from typing import Any, get_args
@@ -27,29 +31,13 @@ import pytorch_lightning as pl
 from datasets import Dataset
 from pytorch_lightning.utilities import rank_zero_only
 
-from seq2seq.batching import (
-    Batch,
-    ResumableLoader,
-    SourceBatch,
-    TokenBucketBatchSampler,
-    collate,
-    source_batches,
-)
+from seq2seq.batching import ResumableLoader, TokenBucketBatchSampler, collate
 from seq2seq.errors import DataError
-from seq2seq.sources import Pairs, read_lines, read_pairs
-from seq2seq.tokenizer import ModelType, Vocabulary, load_or_train_vocabulary, text_fingerprint
+from seq2seq.sources import SplitText, load_split
+from seq2seq.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
 
-__all__ = [
-    "Batch",
-    "SourceBatch",
-    "TokenBucketBatchSampler",
-    "TranslationDataModule",
-    "collate",
-    "read_lines",
-    "source_batches",
-]
-
-TOKENS_FORMAT = 1  # part of the tokenised cache's key: bump when the columns change
+TOKENS_FORMAT = 2  # part of the tokenised cache's key: bump when the columns change
+PARALLEL_MIN_PAIRS = 100_000  # below this, tokenising in one process is faster than forking
 
 log = logging.getLogger("seq2seq")
 
@@ -81,6 +69,10 @@ class TranslationDataModule(pl.LightningDataModule):
     batch (``eval_max_tokens`` per validation/test batch, default the same).
     ``lowercase`` trains a SentencePiece model that folds case (see ``Tokenizer.train``),
     as the Multi30k literature's lowercased preprocessing does; references stay as they are.
+    SentencePiece trains on ``spm_sample`` training pairs drawn with ``seed`` (0: all),
+    with ``spm_threads`` threads (default: every core); both are part of the vocabulary's
+    cache key, since the pieces depend on them. Splits of ``PARALLEL_MIN_PAIRS`` pairs or
+    more are tokenised by ``num_proc`` processes (default: every core).
     With several devices, set the Trainer's ``use_distributed_sampler=False``: the
     batch sampler shards the batches across processes itself.
     """
@@ -106,6 +98,9 @@ class TranslationDataModule(pl.LightningDataModule):
         seed: int = 1,
         num_workers: int = 0,
         hub_config: str | None = None,
+        spm_sample: int = 200_000,
+        spm_threads: int | None = None,
+        num_proc: int | None = None,
     ) -> None:
         super().__init__()
         eval_max_tokens = eval_max_tokens or max_tokens
@@ -115,6 +110,8 @@ class TranslationDataModule(pl.LightningDataModule):
             ("eval_max_tokens", eval_max_tokens),
             ("max_len", max_len),
             ("max_piece_length", max_piece_length),
+            ("spm_threads", 1 if spm_threads is None else spm_threads),
+            ("num_proc", 1 if num_proc is None else num_proc),
         ]:
             if value < 1:
                 raise DataError(f"data.{name} must be at least 1, got {value}")
@@ -124,17 +121,29 @@ class TranslationDataModule(pl.LightningDataModule):
             raise DataError(f"data.character_coverage must be in (0, 1], got {character_coverage}")
         if num_workers < 0:
             raise DataError(f"data.num_workers must be at least 0, got {num_workers}")
+        if spm_sample < 0:
+            raise DataError(f"data.spm_sample must be at least 0 (0: every pair), got {spm_sample}")
+        cores = os.cpu_count() or 1
+        self.vocab_settings = VocabSettings(
+            vocab_size=vocab_size,
+            model_type=spm_model_type,
+            joint=joint_vocab,
+            character_coverage=character_coverage,
+            max_piece_length=max_piece_length,
+            lowercase=lowercase,
+            sample=spm_sample,
+            seed=seed,
+            threads=spm_threads or cores,
+        )
+        self.num_proc = num_proc or cores
         self.source, self.hub_config = source, hub_config
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
-        self.vocab_size, self.spm_model_type = vocab_size, spm_model_type
-        self.joint_vocab, self.character_coverage = joint_vocab, character_coverage
-        self.max_piece_length, self.lowercase = max_piece_length, lowercase
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.max_len, self.seed, self.num_workers = max_len, seed, num_workers
         self.cache_dir = Path(cache_dir)
         self._vocab: Vocabulary | None = None
-        self._pairs: dict[str, Pairs] = {}
+        self._texts: dict[str, SplitText] = {}
         self._tokenised: dict[str, tuple[Dataset, np.ndarray]] = {}
 
     # -- vocabulary ------------------------------------------------------------------
@@ -142,17 +151,9 @@ class TranslationDataModule(pl.LightningDataModule):
     def vocab(self) -> Vocabulary:
         """The vocabulary: imposed by ``set_vocab``, else trained on the training split."""
         if self._vocab is None:
-            train = self.pairs(self.train_split)
+            train = self.text(self.train_split)
             self._vocab = load_or_train_vocabulary(
-                self.cache_dir,
-                train.src,
-                train.tgt,
-                vocab_size=self.vocab_size,
-                model_type=self.spm_model_type,
-                joint=self.joint_vocab,
-                character_coverage=self.character_coverage,
-                max_piece_length=self.max_piece_length,
-                lowercase=self.lowercase,
+                self.cache_dir, self.vocab_settings, train.key, train.sample
             )
         return self._vocab
 
@@ -162,22 +163,25 @@ class TranslationDataModule(pl.LightningDataModule):
         self._tokenised.clear()
 
     # -- raw text --------------------------------------------------------------------
-    def pairs(self, split: str) -> Pairs:
-        """The raw sentence pairs of ``split``, in file order (read once)."""
-        if split not in self._pairs:
-            pairs = read_pairs(self.source, split, self.src_lang, self.tgt_lang, self.hub_config)
-            if not len(pairs):
-                raise DataError(f"the {split} split is empty: {pairs.origin} holds no pairs")
-            self._pairs[split] = pairs
-        return self._pairs[split]
+    def text(self, split: str) -> SplitText:
+        """The raw sentence pairs of ``split`` in file order, memory-mapped (read once)."""
+        if split not in self._texts:
+            text = load_split(
+                self.source, split, self.src_lang, self.tgt_lang, self.cache_dir, self.hub_config
+            )
+            if not len(text):
+                raise DataError(f"the {split} split is empty: {text.origin} holds no pairs")
+            self._texts[split] = text
+        return self._texts[split]
 
     def sources(self, split: str) -> list[str]:
-        """Raw source sentences of ``split`` in file order."""
-        return self.pairs(split).src
+        """Raw source sentences of a validation or test split, in file order."""
+        return self.text(split).src
 
     def references(self, split: str) -> list[str]:
-        """Raw target sentences of ``split`` in file order (``Batch.ids`` index them)."""
-        return self.pairs(split).tgt
+        """Raw target sentences of a validation or test split in file order (``Batch.ids``
+        index them)."""
+        return self.text(split).tgt
 
     # -- tokenised splits ------------------------------------------------------------
     def prepare_data(self) -> None:
@@ -203,41 +207,44 @@ class TranslationDataModule(pl.LightningDataModule):
         return self._tokenised[split]
 
     def _tokenise(self, split: str) -> tuple[Dataset, np.ndarray]:
-        pairs, vocab = self.pairs(split), self.vocab
-        key = [TOKENS_FORMAT, text_fingerprint(pairs.src, pairs.tgt), vocab.fingerprint]
+        text, vocab = self.text(split), self.vocab
+        key = [TOKENS_FORMAT, text.key, vocab.fingerprint]
         fingerprint = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:32]
-        cache = self.cache_dir / "datasets"
+        cache = self.cache_dir / "tokens"
         cache.mkdir(parents=True, exist_ok=True)
-        rows = Dataset.from_dict({"src": pairs.src, "tgt": pairs.tgt}).map(
+        rows = text.rows.map(
             _encode,
             batched=True,
             with_indices=True,
             fn_kwargs={"vocab": vocab},
             remove_columns=["src", "tgt"],
-            cache_file_name=str(cache / f"tokens-{fingerprint}.arrow"),
+            cache_file_name=str(cache / f"{fingerprint}.arrow"),
             new_fingerprint=fingerprint,
+            num_proc=self.num_proc if len(text) >= PARALLEL_MIN_PAIRS else None,
             desc=f"tokenising {split}",
         )
-        src_len, tgt_len = np.asarray(rows["src_len"]), np.asarray(rows["tgt_len"])
-        lengths = np.maximum(src_len, tgt_len) + 1
-        if split == self.train_split:
-            keep = self._filter(pairs, src_len, tgt_len)
-            rows, lengths = rows.select(keep), lengths[keep]
-        else:
+        src_len = rows.data.column("src_len").to_numpy()
+        tgt_len = rows.data.column("tgt_len").to_numpy()
+        lengths = np.maximum(src_len, tgt_len).astype(np.int64) + 1
+        rows = rows.select_columns(["id", "src_ids", "tgt_ids"])
+        if split != self.train_split:
             _report(f"{split}: {len(rows)} pairs")
-        return rows.select_columns(["id", "src_ids", "tgt_ids"]), lengths
+            return rows, lengths
+        keep = self._filter(text.origin, src_len, tgt_len)
+        if len(keep) == len(rows):
+            return rows, lengths
+        kept_cache = cache / f"{fingerprint}-kept-{self.max_len}.arrow"
+        return rows.select(keep, indices_cache_file_name=str(kept_cache)), lengths[keep]
 
-    def _filter(self, pairs: Pairs, src_len: np.ndarray, tgt_len: np.ndarray) -> np.ndarray:
+    def _filter(self, origin: str, src_len: np.ndarray, tgt_len: np.ndarray) -> np.ndarray:
         """Indices of the training pairs to keep: no empty side, at most max_len pieces."""
-        empty = np.array(
-            [not s.strip() or not t.strip() for s, t in zip(pairs.src, pairs.tgt, strict=True)]
-        )
+        empty = (src_len == 0) | (tgt_len == 0)
         too_long = ~empty & ((src_len > self.max_len) | (tgt_len > self.max_len))
         keep = np.flatnonzero(~empty & ~too_long)
         counts = f"{int(empty.sum())} empty, {int(too_long.sum())} over max_len={self.max_len}"
         if not keep.size:
-            raise DataError(f"no training pairs left in {pairs.origin} ({counts})")
-        _report(f"{self.train_split}: kept {keep.size} of {len(pairs)} pairs ({counts})")
+            raise DataError(f"no training pairs left in {origin} ({counts})")
+        _report(f"{self.train_split}: kept {keep.size} of {len(src_len)} pairs ({counts})")
         return keep
 
     # -- loaders ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Reading parallel corpora, strictly: every problem is a DataError naming the file.
+"""Reading parallel corpora into memory-mapped Arrow, strictly: every problem is a DataError
+naming the file (and the line, where there is one).
 
 A source is one string:
 
@@ -8,7 +9,13 @@ A source is one string:
   ``data/{split}.tsv`` (source<TAB>target on each line, no quoting) or
   ``data/{split}.jsonl`` (each line ``{"en": ..., "de": ...}`` or the Hub's
   ``{"translation": {"en": ..., "de": ...}}``), optionally gzipped (``.tsv.gz``);
-- anything else: a Hugging Face Hub dataset id with a ``translation`` column.
+- a dataset folder of the Hub's shape (a ``README.md`` naming its configs, or Parquet
+  files), or anything else: a Hugging Face Hub dataset id with a ``translation`` column.
+
+Local files are streamed line by line into an Arrow file under ``cache_dir/text``, keyed on
+what identifies the files (path, size, modification time) rather than on their text, so a
+later run finds it without reading the corpus. Hub datasets already are Arrow: their
+``translation`` column is flattened into ``src``/``tgt`` without copying.
 
 Lines are split on ``\\n`` only (a trailing ``\\r`` is removed), so a sentence containing
 another Unicode line separator stays one sentence.
@@ -18,46 +25,91 @@ from __future__ import annotations
 
 import glob
 import gzip
+import hashlib
 import json
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
+from typing import Any
 
 import datasets
+import numpy as np
+import pyarrow.compute as pc
 
 from seq2seq.errors import DataError
 
 SPLIT = "{split}"
 PATTERN_SUFFIXES = (".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz")
+TEXT_FORMAT = 1  # part of every text cache key: bump when reading changes what it yields
+FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
+
+Row = dict[str, str]
 
 
-@dataclass
-class Pairs:
-    """The sentence pairs of one split, in file order, and where they came from."""
+@dataclass(frozen=True)
+class SplitText:
+    """The sentence pairs of one split, in file order: ``rows`` has columns ``src`` and
+    ``tgt``, memory-mapped from Arrow files. ``key`` identifies the text (equal keys, equal
+    text) without reading it; ``origin`` says where it came from, for messages."""
 
-    src: list[str]
-    tgt: list[str]
-    origin: str  # e.g. "data/train.en.gz + data/train.de.gz", for messages
+    rows: datasets.Dataset
+    origin: str
+    key: str
 
     def __len__(self) -> int:
-        return len(self.src)
+        return len(self.rows)
+
+    @property
+    def src(self) -> list[str]:
+        """The source sentences as a list: for the small splits (validation, test) only."""
+        return self.rows.select_columns(["src"])[:]["src"]
+
+    @property
+    def tgt(self) -> list[str]:
+        """The target sentences as a list: for the small splits (validation, test) only."""
+        return self.rows.select_columns(["tgt"])[:]["tgt"]
+
+    def sample(self, size: int, seed: int) -> tuple[list[str], list[str]]:
+        """Source and target sentences of ``size`` pairs drawn at random with ``seed``, in
+        file order; every pair when ``size`` is 0 or at least the number of pairs."""
+        rows = self.rows
+        if 0 < size < len(rows):
+            picked = np.random.default_rng(seed).choice(len(rows), size, replace=False)
+            rows = rows.select(np.sort(picked))
+        columns = rows[:]
+        return columns["src"], columns["tgt"]
+
+
+# -- lines -------------------------------------------------------------------------------
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file (gzipped if its name ends in ``.gz``), streamed."""
+    path = Path(path)
+    opener: Callable[..., Any] = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as file:
+            for number, raw in enumerate(file, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise DataError(
+                        f"{path}: line {number} is not valid UTF-8 ({error.reason})"
+                    ) from None
+                if number == 1:
+                    line = line.removeprefix("\ufeff")
+                yield line.removesuffix("\n").removesuffix("\r")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise DataError(f"{path}: not a readable gzip file ({error})") from error
+    except OSError as error:
+        raise DataError(f"cannot read {path}: {error.strerror or error}") from error
 
 
 def read_lines(path: str | Path) -> list[str]:
-    """The lines of a UTF-8 text file (gzipped if its name ends in ``.gz``)."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except OSError as error:
-        raise DataError(f"cannot read {path}: {error.strerror}") from error
-    if path.suffix == ".gz":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as error:
-            raise DataError(f"{path}: not a readable gzip file ({error})") from error
-    return decode_lines(data, str(path))
+    """All lines of a (small) UTF-8 text file, gzipped if its name ends in ``.gz``."""
+    return list(iter_lines(path))
 
 
 def decode_lines(data: bytes, name: str) -> list[str]:
@@ -73,20 +125,75 @@ def decode_lines(data: bytes, name: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def read_pairs(
-    source: str, split: str, src_lang: str, tgt_lang: str, hub_config: str | None = None
-) -> Pairs:
-    """The pairs of ``split`` from ``source`` (see the module docstring for the forms)."""
-    if SPLIT in source:
-        return _pattern_pairs(source, split, src_lang, tgt_lang)
-    if Path(source).is_dir():
-        return _folder_pairs(Path(source), split, src_lang, tgt_lang)
-    if source.endswith(PATTERN_SUFFIXES):
-        raise DataError(
-            f"{source}: a TSV or JSON-lines source names one file per split with the literal "
-            f"placeholder {SPLIT}, e.g. data/{SPLIT}.tsv"
-        )
-    return _hub_pairs(source, split, src_lang, tgt_lang, hub_config)
+# -- rows of each local format, streamed -----------------------------------------------------
+def parallel_rows(src_path: str, tgt_path: str) -> Iterator[Row]:
+    """Pairs of two files aligned line by line; different line counts are an error."""
+    src_lines, tgt_lines = iter_lines(src_path), iter_lines(tgt_path)
+    for paired, (src, tgt) in enumerate(zip_longest(src_lines, tgt_lines)):
+        if src is None or tgt is None:
+            src_count = paired + (src is not None) + sum(1 for _ in src_lines)
+            tgt_count = paired + (tgt is not None) + sum(1 for _ in tgt_lines)
+            raise DataError(
+                f"{src_path} has {src_count} lines but {tgt_path} has {tgt_count}; "
+                "parallel files must be aligned line by line"
+            )
+        yield {"src": src, "tgt": tgt}
+
+
+def tsv_rows(path: str) -> Iterator[Row]:
+    """Pairs of ``source<TAB>target`` lines."""
+    for number, line in enumerate(iter_lines(path), 1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise DataError(
+                f"{path}: line {number} has {len(fields)} tab-separated fields, "
+                "expected 2 (source<TAB>target)"
+            )
+        yield {"src": fields[0], "tgt": fields[1]}
+
+
+def jsonl_rows(path: str, src_lang: str, tgt_lang: str) -> Iterator[Row]:
+    """Pairs of ``{src_lang: ..., tgt_lang: ...}`` lines, optionally under ``translation``."""
+    for number, line in enumerate(iter_lines(path), 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataError(
+                f"{path}: line {number} is not valid JSON ({error.msg}, column {error.colno})"
+            ) from None
+        if isinstance(record, dict) and isinstance(record.get("translation"), dict):
+            record = record["translation"]
+        texts = [
+            record.get(lang) if isinstance(record, dict) else None for lang in (src_lang, tgt_lang)
+        ]
+        if not all(isinstance(text, str) for text in texts):
+            raise DataError(
+                f'{path}: line {number} is not {{"{src_lang}": "...", "{tgt_lang}": "..."}} '
+                'nor such an object under "translation"'
+            )
+        yield {"src": texts[0], "tgt": texts[1]}
+
+
+# -- finding the files of a split -------------------------------------------------------------
+@dataclass(frozen=True)
+class LocalSplit:
+    """The files of one split and the generator of its rows (not read yet)."""
+
+    files: tuple[Path, ...]
+    rows: Callable[..., Iterator[Row]]
+    rows_kwargs: dict[str, str]
+
+    @property
+    def origin(self) -> str:
+        return " + ".join(str(path) for path in self.files)
+
+    def key(self, src_lang: str, tgt_lang: str) -> str:
+        """What identifies the text: each file's resolved path, size and modification time."""
+        identity: list[Any] = [TEXT_FORMAT, self.rows.__name__, src_lang, tgt_lang]
+        for path in self.files:
+            stat = path.stat()
+            identity.append([str(path.resolve()), stat.st_size, stat.st_mtime_ns])
+        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
 
 
 def _folder_file(folder: Path, split: str, lang: str, src_lang: str, tgt_lang: str) -> Path:
@@ -112,19 +219,14 @@ def _folder_file(folder: Path, split: str, lang: str, src_lang: str, tgt_lang: s
     )
 
 
-def _folder_pairs(folder: Path, split: str, src_lang: str, tgt_lang: str) -> Pairs:
+def _folder_split(folder: Path, split: str, src_lang: str, tgt_lang: str) -> LocalSplit:
     src_path = _folder_file(folder, split, src_lang, src_lang, tgt_lang)
     tgt_path = _folder_file(folder, split, tgt_lang, src_lang, tgt_lang)
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise DataError(
-            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
-            "parallel files must be aligned line by line"
-        )
-    return Pairs(src, tgt, f"{src_path} + {tgt_path}")
+    kwargs = {"src_path": str(src_path), "tgt_path": str(tgt_path)}
+    return LocalSplit((src_path, tgt_path), parallel_rows, kwargs)
 
 
-def _pattern_pairs(pattern: str, split: str, src_lang: str, tgt_lang: str) -> Pairs:
+def _pattern_split(pattern: str, split: str, src_lang: str, tgt_lang: str) -> LocalSplit:
     if not pattern.endswith(PATTERN_SUFFIXES):
         raise DataError(
             f"{pattern}: expected a file pattern ending in {', '.join(PATTERN_SUFFIXES)}"
@@ -135,72 +237,101 @@ def _pattern_pairs(pattern: str, split: str, src_lang: str, tgt_lang: str) -> Pa
         matches = glob.glob(glob.escape(prefix) + "*" + glob.escape(suffix))
         splits = sorted(match[len(prefix) : len(match) - len(suffix)] for match in matches)
         raise DataError(f"{path}: no such file (splits found: {', '.join(splits) or 'none'})")
-    lines = read_lines(path)
     if pattern.removesuffix(".gz").endswith(".tsv"):
-        src, tgt = _parse_tsv(lines, path)
+        return LocalSplit((path,), tsv_rows, {"path": str(path)})
+    kwargs = {"path": str(path), "src_lang": src_lang, "tgt_lang": tgt_lang}
+    return LocalSplit((path,), jsonl_rows, kwargs)
+
+
+def is_dataset_folder(folder: Path) -> bool:
+    """A folder ``datasets.load_dataset`` reads as a dataset (the Hub's repository layout)."""
+    return (folder / "README.md").is_file() or any(
+        next(folder.glob(pattern), None) for pattern in ("*.parquet", "*/*.parquet")
+    )
+
+
+# -- reading a split --------------------------------------------------------------------------
+def load_split(
+    source: str,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    cache_dir: str | Path,
+    hub_config: str | None = None,
+) -> SplitText:
+    """The pairs of ``split`` from ``source`` (see the module docstring for the forms).
+
+    Local files are read once into ``cache_dir/text``; a later call with the same files
+    (same paths, sizes and modification times) maps that copy without reading them.
+    """
+    if SPLIT in source:
+        local = _pattern_split(source, split, src_lang, tgt_lang)
+    elif Path(source).is_dir() and not is_dataset_folder(Path(source)):
+        local = _folder_split(Path(source), split, src_lang, tgt_lang)
+    elif source.endswith(PATTERN_SUFFIXES):
+        raise DataError(
+            f"{source}: a TSV or JSON-lines source names one file per split with the literal "
+            f"placeholder {SPLIT}, e.g. data/{SPLIT}.tsv"
+        )
     else:
-        src, tgt = _parse_jsonl(lines, path, src_lang, tgt_lang)
-    return Pairs(src, tgt, str(path))
-
-
-def _parse_tsv(lines: list[str], path: Path) -> tuple[list[str], list[str]]:
-    src, tgt = [], []
-    for number, line in enumerate(lines, 1):
-        fields = line.split("\t")
-        if len(fields) != 2:
-            raise DataError(
-                f"{path}: line {number} has {len(fields)} tab-separated fields, "
-                "expected 2 (source<TAB>target)"
-            )
-        src.append(fields[0])
-        tgt.append(fields[1])
-    return src, tgt
-
-
-def _parse_jsonl(
-    lines: list[str], path: Path, src_lang: str, tgt_lang: str
-) -> tuple[list[str], list[str]]:
-    src, tgt = [], []
-    for number, line in enumerate(lines, 1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DataError(
-                f"{path}: line {number} is not valid JSON ({error.msg}, column {error.colno})"
-            ) from None
-        if isinstance(record, dict) and isinstance(record.get("translation"), dict):
-            record = record["translation"]
-        texts = [
-            record.get(lang) if isinstance(record, dict) else None for lang in (src_lang, tgt_lang)
-        ]
-        if not all(isinstance(text, str) for text in texts):
-            raise DataError(
-                f'{path}: line {number} is not {{"{src_lang}": "...", "{tgt_lang}": "..."}} '
-                'nor such an object under "translation"'
-            )
-        src.append(texts[0])
-        tgt.append(texts[1])
-    return src, tgt
-
-
-def _hub_pairs(
-    source: str, split: str, src_lang: str, tgt_lang: str, hub_config: str | None
-) -> Pairs:
+        return _hub_split(source, split, src_lang, tgt_lang, hub_config, Path(cache_dir))
+    key = local.key(src_lang, tgt_lang)
     try:
-        dataset = datasets.load_dataset(source, hub_config, split=split)
+        rows = datasets.Dataset.from_generator(
+            local.rows,
+            features=FEATURES,
+            gen_kwargs=local.rows_kwargs,
+            cache_dir=str(Path(cache_dir) / "text"),
+            fingerprint=key,
+            split=datasets.NamedSplit(split),
+        )
+    except datasets.exceptions.DatasetGenerationError as error:
+        if isinstance(error.__cause__, DataError):
+            raise error.__cause__ from None
+        raise
+    except ValueError as error:  # read without error, but no row: datasets keeps no table
+        if "corresponds to no data" not in str(error):
+            raise
+        rows = datasets.Dataset.from_dict({"src": [], "tgt": []}, features=FEATURES)
+    return SplitText(rows, local.origin, key)
+
+
+def _hub_split(
+    source: str,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    hub_config: str | None,
+    cache_dir: Path,
+) -> SplitText:
+    try:
+        dataset = datasets.load_dataset(
+            source, hub_config, split=split, cache_dir=str(cache_dir / "hub")
+        )
     except Exception as error:  # offline, unknown dataset or split: datasets raises many kinds
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise DataError(
-            f"{source!r} is not a folder, nor a {SPLIT}.tsv/.jsonl pattern, and loading it from "
-            f"the Hugging Face Hub failed: {reason}"
+            f"{source!r} is not a folder of parallel files, nor a {SPLIT}.tsv/.jsonl pattern, "
+            f"and loading it with datasets (a local dataset folder or the Hugging Face Hub) "
+            f"failed: {reason}"
         ) from error
     origin = f"{source} ({hub_config or 'default'}, {split})"
     if "translation" not in dataset.column_names:
         raise DataError(f"{origin} has no translation column (columns: {dataset.column_names})")
-    src, tgt = [], []
-    for number, record in enumerate(dataset["translation"]):
-        if not isinstance(record.get(src_lang), str) or not isinstance(record.get(tgt_lang), str):
-            raise DataError(f"{origin}: row {number} has no {src_lang}-{tgt_lang} pair: {record}")
-        src.append(record[src_lang])
-        tgt.append(record[tgt_lang])
-    return Pairs(src, tgt, origin)
+    columns = {f"translation.{src_lang}": "src", f"translation.{tgt_lang}": "tgt"}
+    flat = dataset.select_columns(["translation"]).flatten()  # Arrow columns: no copy
+    missing = [name for name in columns if name not in flat.column_names]
+    if missing:
+        raise DataError(
+            f"{origin}: the translation column has no {src_lang}-{tgt_lang} pair "
+            f"(languages: {', '.join(c.split('.', 1)[1] for c in flat.column_names)})"
+        )
+    rows = flat.select_columns(list(columns)).rename_columns(columns)
+    for name, column in columns.items():
+        nulls = rows.data.column(column).null_count
+        if nulls:
+            first = pc.index(pc.is_null(rows.data.column(column)), True).as_py()
+            lang = name.split(".", 1)[1]
+            raise DataError(f"{origin}: row {first} has no {lang} text ({nulls} rows in all)")
+    key = hashlib.sha256(f"{TEXT_FORMAT} hub {dataset._fingerprint} {columns}".encode())
+    return SplitText(rows, origin, key.hexdigest()[:32])

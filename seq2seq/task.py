@@ -18,7 +18,7 @@ from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
-from seq2seq.data import Batch
+from seq2seq.batching import Batch
 from seq2seq.errors import CheckpointError, Seq2SeqError
 from seq2seq.loss import label_smoothed_nll
 from seq2seq.metrics import literature_bleu, score_corpus

@@ -6,7 +6,8 @@ gives back ``t`` after SentencePiece's normalisation (NFKC, runs of whitespace c
 leading and trailing whitespace removed).
 
 A trained ``Vocabulary`` is cached under ``cache_dir/spm/<key>/``, the key hashing the
-training settings and the training text, so a second run loads instead of training.
+training settings and what identifies the training text (never the text itself), so a
+second run loads instead of training, whatever the corpus size.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import hashlib
 import io
 import json
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
 from operator import methodcaller
 from pathlib import Path
 from typing import Any, Literal
@@ -59,8 +61,10 @@ class Tokenizer:
         character_coverage: float = 1.0,
         max_piece_length: int = 16,
         lowercase: bool = False,
+        threads: int = 1,
     ) -> Tokenizer:
-        """Train in memory. Empty sentences are skipped; the result is deterministic.
+        """Train in memory. Empty sentences are skipped; the result is deterministic for a
+        given ``threads`` (SentencePiece's pieces depend on the thread count).
 
         ``vocab_size`` is a soft limit: a tiny corpus yields fewer pieces (see ``size``).
         ``max_piece_length`` caps a piece's characters (SentencePiece's
@@ -88,8 +92,8 @@ class Tokenizer:
                 unk_id=UNK_ID,
                 bos_id=BOS_ID,
                 eos_id=EOS_ID,
-                input_sentence_size=0,  # use every sentence: no random sampling
-                num_threads=1,  # the learned pieces depend on the thread count
+                input_sentence_size=0,  # every sentence given: the caller samples
+                num_threads=threads,
                 minloglevel=2,  # errors only: they become DataErrors
             )
         except RuntimeError as error:
@@ -154,14 +158,15 @@ class Vocabulary:
         character_coverage: float = 1.0,
         max_piece_length: int = 16,
         lowercase: bool = False,
+        threads: int = 1,
     ) -> Vocabulary:
         """One model on source+target text (joint) or one model per side."""
         settings = (vocab_size, model_type, character_coverage, max_piece_length, lowercase)
         if joint:
-            both = Tokenizer.train([*src_texts, *tgt_texts], *settings)
+            both = Tokenizer.train([*src_texts, *tgt_texts], *settings, threads)
             return cls(both, both, joint=True)
-        src = Tokenizer.train(src_texts, *settings)
-        tgt = Tokenizer.train(tgt_texts, *settings)
+        src = Tokenizer.train(src_texts, *settings, threads)
+        tgt = Tokenizer.train(tgt_texts, *settings, threads)
         return cls(src, tgt, joint=False)
 
     @property
@@ -214,68 +219,74 @@ class Vocabulary:
         return digest.hexdigest()
 
 
-def text_fingerprint(*columns: Sequence[str]) -> str:
-    """A content hash of columns of sentences (order and boundaries included)."""
-    digest = hashlib.sha256()
-    for column in columns:
-        digest.update(len(column).to_bytes(8, "little"))
-        for sentence in column:
-            encoded = sentence.encode("utf-8")
-            digest.update(len(encoded).to_bytes(8, "little"))
-            digest.update(encoded)
-    return digest.hexdigest()
+@dataclass(frozen=True)
+class VocabSettings:
+    """How the training split's SentencePiece vocabulary is made (the ``data.*`` options).
+
+    SentencePiece trains on ``sample`` pairs drawn at random with ``seed`` (0, or a
+    sample at least as large as the split: every pair, in order), with ``threads`` threads.
+    """
+
+    vocab_size: int = 8000
+    model_type: ModelType = "unigram"
+    joint: bool = True
+    character_coverage: float = 1.0
+    max_piece_length: int = 16
+    lowercase: bool = False
+    sample: int = 200_000
+    seed: int = 1
+    threads: int = 1
+
+    def train(self, src_texts: Sequence[str], tgt_texts: Sequence[str]) -> Vocabulary:
+        return Vocabulary.train(
+            src_texts,
+            tgt_texts,
+            self.vocab_size,
+            self.model_type,
+            self.joint,
+            self.character_coverage,
+            self.max_piece_length,
+            self.lowercase,
+            self.threads,
+        )
 
 
 def load_or_train_vocabulary(
     cache_dir: str | Path,
-    src_texts: Sequence[str],
-    tgt_texts: Sequence[str],
-    vocab_size: int,
-    model_type: ModelType,
-    joint: bool,
-    character_coverage: float = 1.0,
-    max_piece_length: int = 16,
-    lowercase: bool = False,
+    settings: VocabSettings,
+    text_key: str,
+    sample: Callable[[int, int], tuple[Sequence[str], Sequence[str]]],
 ) -> Vocabulary:
-    """``Vocabulary.train(...)``, cached under ``cache_dir/spm/<key>/``.
-
-    The key hashes the settings and the training text, so changing either trains anew.
+    """The vocabulary of ``settings`` for the text ``text_key`` identifies, cached under
+    ``cache_dir/spm/<key>/``; on a miss it trains on ``sample(settings.sample, settings.seed)``
+    (source and target sentences). The key covers the settings and ``text_key``, never the
+    text itself, so a hit reads nothing but the models.
     """
-    settings = {
-        "format": STATE_FORMAT,
-        "vocab_size": vocab_size,
-        "model_type": model_type,
-        "joint": joint,
-        "character_coverage": character_coverage,
-        "max_piece_length": max_piece_length,
-        **({"lowercase": True} if lowercase else {}),  # keeps earlier cache keys valid
-        "text": text_fingerprint(src_texts, tgt_texts),
-    }
-    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+    key_fields = {"format": STATE_FORMAT, "text": text_key, **asdict(settings)}
+    key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:20]
     folder = Path(cache_dir) / "spm" / key
-    names = ["joint.model"] if joint else ["src.model", "tgt.model"]
+    names = ["joint.model"] if settings.joint else ["src.model", "tgt.model"]
     paths = [folder / name for name in names]
     if all(path.is_file() for path in paths):
         models = [Tokenizer.from_bytes(path.read_bytes()) for path in paths]
         log.info("loaded the SentencePiece vocabulary from %s", folder)
-        return Vocabulary(models[0], models[-1], joint=joint)
-    vocab = Vocabulary.train(
-        src_texts,
-        tgt_texts,
-        vocab_size,
-        model_type,
-        joint,
-        character_coverage,
-        max_piece_length,
-        lowercase,
+        return Vocabulary(models[0], models[-1], joint=settings.joint)
+    src_texts, tgt_texts = sample(settings.sample, settings.seed)
+    log.info(
+        "training a %s SentencePiece vocabulary on %d sentence pairs with %d threads",
+        settings.model_type,
+        len(src_texts),
+        settings.threads,
     )
+    started = time.perf_counter()
+    vocab = settings.train(src_texts, tgt_texts)
     folder.mkdir(parents=True, exist_ok=True)
     for path, tokenizer in zip(paths, (vocab.src, vocab.tgt), strict=False):
         write_atomically(path, methodcaller("write", tokenizer.to_bytes()))
     log.info(
-        "trained a %s SentencePiece vocabulary (%s) in %s",
-        model_type,
-        f"{vocab.src.size} pieces" if joint else f"{vocab.src.size}/{vocab.tgt.size} pieces",
+        "trained the vocabulary (%s) in %.1f s, saved in %s",
+        f"{vocab.src.size} pieces" if vocab.joint else f"{vocab.src.size}/{vocab.tgt.size} pieces",
+        time.perf_counter() - started,
         folder,
     )
     return vocab

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from seq2seq.batching import source_batches
 from seq2seq.checkpoint import Trained
-from seq2seq.data import source_batches
 from seq2seq.search import Hypothesis, translate_batch
 
 log = logging.getLogger("seq2seq")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -125,17 +126,47 @@ def test_second_run_reads_both_caches(
         assert second.tokenised(split)[0]["src_ids"] == src_ids
 
 
-def test_a_tsv_copy_of_the_corpus_reuses_the_vocabulary(folder: Path, tmp_path: Path) -> None:
-    for split in ("train", "val"):
-        src = (folder / f"{split}.en").read_text(encoding="utf-8").splitlines()
-        tgt = (folder / f"{split}.de").read_text(encoding="utf-8").splitlines()
-        lines = [f"{s}\t{t}\n" for s, t in zip(src, tgt, strict=True)]
-        (tmp_path / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
-    from_folder = module(folder, tmp_path / "cache")
-    from_tsv = module(tmp_path / "{split}.tsv", tmp_path / "cache")
-    assert from_tsv.vocab.fingerprint == from_folder.vocab.fingerprint  # keyed by content
-    assert len(list((tmp_path / "cache" / "spm").iterdir())) == 1
-    assert from_tsv.references("val") == from_folder.references("val")
+def test_changing_one_line_invalidates_the_caches(folder: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for path in folder.iterdir():
+        (corpus / path.name).write_bytes(path.read_bytes())
+    first = module(corpus, tmp_path / "cache")
+    first.setup("fit")
+    lines = (corpus / "train.de").read_text(encoding="utf-8").split("\n")
+    lines[0] = "Haus Haus Haus"
+    (corpus / "train.de").write_text("\n".join(lines), encoding="utf-8")
+    os.utime(corpus / "train.de", ns=(1, 1))  # even with a time that goes back
+    second = module(corpus, tmp_path / "cache")
+    second.setup("fit")
+    assert second.text("train").key != first.text("train").key
+    assert second.text("val").key == first.text("val").key
+    assert second.text("train").rows[0]["tgt"] == "Haus Haus Haus"
+    rows, _ = second.tokenised("train")
+    assert rows[0]["tgt_ids"] == second.vocab.tgt.encode("Haus Haus Haus")
+    assert len(list((tmp_path / "cache" / "spm").iterdir())) == 2  # trained again
+
+
+def test_sentencepiece_trains_on_a_sample_of_the_size_asked(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given: list[int] = []
+    train = Tokenizer.train.__func__
+
+    def counting(cls: type[Tokenizer], sentences: list[str], *args: Any) -> Tokenizer:
+        given.append(len(sentences))
+        return train(cls, sentences, *args)
+
+    monkeypatch.setattr(Tokenizer, "train", classmethod(counting))
+    sampled = module(folder, tmp_path / "a", spm_sample=120, joint_vocab=False)
+    assert sampled.vocab.spec.joint is False and given == [120, 120]  # per side
+    seed_two = module(folder, tmp_path / "b", spm_sample=120, joint_vocab=False, seed=2)
+    assert seed_two.vocab.fingerprint != sampled.vocab.fingerprint  # another sample
+    everything = module(folder, tmp_path / "c", spm_sample=10_000)  # more than the corpus
+    assert everything.vocab.spec.joint and given[-1] == 2 * 300  # both sides, every pair
+    assert module(folder, tmp_path / "d", spm_sample=0).vocab.fingerprint == (
+        everything.vocab.fingerprint
+    )
 
 
 def test_set_vocab_retokenises(folder: Path, tmp_path: Path) -> None:

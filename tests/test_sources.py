@@ -10,7 +10,19 @@ from pathlib import Path
 import pytest
 
 from seq2seq.errors import DataError
-from seq2seq.sources import read_lines, read_pairs
+from seq2seq.sources import SplitText, load_split, read_lines
+
+CACHE: list[Path] = []  # this test's cache folder, set by the fixture below
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    CACHE[:] = [tmp_path_factory.mktemp("cache")]
+    return CACHE[0]
+
+
+def read_pairs(source: str, split: str, src_lang: str, tgt_lang: str) -> SplitText:
+    return load_split(source, split, src_lang, tgt_lang, CACHE[0])
 
 SRC = ["A dog runs.", "Two cats\u2028sleep.", "", "Ünïcode ✓ 🐕", "x"]
 TGT = ["Ein Hund läuft.", "Zwei Katzen schlafen.", "leer", "Ünïcode ✓ 🐕", "z"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import io
 import random
 
@@ -17,6 +19,7 @@ from seq2seq.tokenizer import (
     UNK_ID,
     Tokenizer,
     Vocabulary,
+    VocabSettings,
     load_or_train_vocabulary,
 )
 
@@ -162,24 +165,27 @@ def test_cache_loads_instead_of_training(
         return train(*args, **kwargs)
 
     monkeypatch.setattr(spm.SentencePieceTrainer, "train", counting_train)
-    src, tgt = english_russian
-    settings = {"vocab_size": 400, "model_type": "unigram", "joint": False}
-    first = load_or_train_vocabulary(tmp_path, src, tgt, **settings)
-    assert len(calls) == 2  # one model per side
-    second = load_or_train_vocabulary(tmp_path, src, tgt, **settings)
-    assert len(calls) == 2
+    samples = []
+
+    def sample(size: int, seed: int) -> tuple[list[str], list[str]]:
+        samples.append((size, seed))
+        return english_russian
+
+    settings = VocabSettings(vocab_size=400, model_type="unigram", joint=False, sample=50)
+    first = load_or_train_vocabulary(tmp_path, settings, "text-A", sample)
+    assert len(calls) == 2 and samples == [(50, 1)]  # one model per side, one sample
+    second = load_or_train_vocabulary(tmp_path, settings, "text-A", sample)
+    assert len(calls) == 2 and len(samples) == 1  # the text is not even sampled
     assert second.fingerprint == first.fingerprint and second.joint is False
     (folder,) = (tmp_path / "spm").iterdir()
     assert sorted(p.name for p in folder.iterdir()) == ["src.model", "tgt.model"]  # no temp files
 
-    load_or_train_vocabulary(tmp_path, src, tgt[:-1], **settings)  # other text: other key
+    load_or_train_vocabulary(tmp_path, settings, "text-B", sample)  # other text: other key
     assert len(calls) == 4
-    load_or_train_vocabulary(tmp_path, src, tgt, **{**settings, "joint": True})
-    assert len(calls) == 5
-    assert len(list((tmp_path / "spm").iterdir())) == 3
-    load_or_train_vocabulary(tmp_path, src, tgt, **{**settings, "lowercase": True})
-    assert len(calls) == 7  # case folding is a setting of its own
-    assert len(list((tmp_path / "spm").iterdir())) == 4
+    for change in [{"joint": True}, {"lowercase": True}, {"sample": 0}, {"seed": 2}, {"threads": 2}]:
+        load_or_train_vocabulary(tmp_path, replace(settings, **change), "text-A", sample)
+    assert len(calls) == 4 + 1 + 2 * 4  # every setting is part of the key
+    assert len(list((tmp_path / "spm").iterdir())) == 7
 
 
 def test_lowercase_model_folds_case_when_encoding_and_keeps_it_after_a_reload() -> None:
