@@ -16,7 +16,7 @@ DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
-	bench-joey-speed bench-quality bench-joey-decoding
+	bench-joey-speed bench-quality bench-joey-decoding bench-corpus
 
 install: $(STAMP)
 
@@ -41,7 +41,8 @@ test: $(STAMP)
 
 # Benchmarks (docs: BENCHMARKS.md). Each part runs on its own (`make bench-speed`, ...) and
 # is resumable: a finished measurement is a file and is not redone. A full run takes hours;
-# `make bench QUICK=1` checks every part in minutes, into runs/bench-quick.
+# `make bench QUICK=1` checks every part in minutes, into runs/bench-quick. bench-corpus
+# (corpora of 100k to 5M pairs: hours, and about 5 GB of disk) is not part of `make bench`.
 BENCH_MINUTES ?= 60
 ifeq ($(QUICK),1)
 BENCH := runs/bench-quick
@@ -53,6 +54,7 @@ JOEY_SPEED_ARGS := --models transformer --minutes 0.5 --rounds 1 --log-every 10 
 JOEY_DECODING_ARGS := --rounds 1 --test-lines 20
 QUALITY_PAIRS := en-de
 QUALITY_ARGS := --smoke --test-lines 20 --configs bahdanau transformer
+CORPUS_ARGS := --sizes 20000 60000 --steps 12
 else
 BENCH := runs/bench
 STEP_ARGS :=
@@ -63,6 +65,7 @@ JOEY_SPEED_ARGS := --minutes 5 --rounds 2
 JOEY_DECODING_ARGS := --rounds 2
 QUALITY_PAIRS := en-de en-fr
 QUALITY_ARGS := --minutes $(BENCH_MINUTES)
+CORPUS_ARGS :=
 endif
 RUN_PY := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/python
 
@@ -97,6 +100,11 @@ bench-quality: $(STAMP) multi30k
 bench-joey-decoding: $(STAMP) multi30k
 	$(RUN_PY) scripts/bench_joey_decoding.py --out $(BENCH)/joey-decoding.json \
 	  --ours-result $(BENCH)/quality-en-de/transformer/result.json $(JOEY_DECODING_ARGS)
+
+# Start-up time, peak RSS of every process, cache size and tokens/s against corpus size
+# (Multi30k pairs joined two by two); not in `bench`: it takes hours, run it on its own
+bench-corpus: $(STAMP) multi30k
+	$(RUN_PY) scripts/bench_corpus.py --out $(BENCH)/corpus $(CORPUS_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts
