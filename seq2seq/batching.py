@@ -115,7 +115,7 @@ class LengthOrder(Sampler[int]):
     """
 
     def __init__(self, lengths: Sequence[int] | np.ndarray, shuffle: bool, seed: int) -> None:
-        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.lengths = np.asarray(lengths, dtype=np.int32)
         self.shuffle, self.seed, self.epoch = shuffle, seed, 0
 
     def set_epoch(self, epoch: int) -> None:

@@ -24,7 +24,7 @@ import logging
 import os
 from functools import partial
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
 import numpy as np
 import pytorch_lightning as pl
@@ -34,9 +34,10 @@ from pytorch_lightning.utilities import rank_zero_only
 from seq2seq.batching import ResumableLoader, TokenBucketBatchSampler, collate
 from seq2seq.errors import DataError
 from seq2seq.sources import SplitText, load_split
+from seq2seq.tokenised import load_or_tokenise
 from seq2seq.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
 
-TOKENS_FORMAT = 2  # part of the tokenised cache's key: bump when the columns change
+TOKENS_FORMAT = 3  # part of the tokenised cache's key: bump when the columns change
 PARALLEL_MIN_PAIRS = 100_000  # below this, tokenising in one process is faster than forking
 
 log = logging.getLogger("seq2seq")
@@ -45,19 +46,6 @@ log = logging.getLogger("seq2seq")
 @rank_zero_only
 def _report(message: str) -> None:
     log.info(message)
-
-
-def _encode(rows: dict[str, list[Any]], indices: list[int], vocab: Vocabulary) -> dict[str, list]:
-    """A batch of raw rows -> ids (no specials) and their lengths; ``id`` = row index."""
-    src_ids = vocab.src.encode_batch(rows["src"])
-    tgt_ids = vocab.tgt.encode_batch(rows["tgt"])
-    return {
-        "id": indices,
-        "src_ids": src_ids,
-        "tgt_ids": tgt_ids,
-        "src_len": [len(ids) for ids in src_ids],
-        "tgt_len": [len(ids) for ids in tgt_ids],
-    }
 
 
 class TranslationDataModule(pl.LightningDataModule):
@@ -98,7 +86,7 @@ class TranslationDataModule(pl.LightningDataModule):
         seed: int = 1,
         num_workers: int = 0,
         hub_config: str | None = None,
-        spm_sample: int = 200_000,
+        spm_sample: int = 100_000,
         spm_threads: int | None = None,
         num_proc: int | None = None,
     ) -> None:
@@ -211,22 +199,12 @@ class TranslationDataModule(pl.LightningDataModule):
         key = [TOKENS_FORMAT, text.key, vocab.fingerprint]
         fingerprint = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:32]
         cache = self.cache_dir / "tokens"
-        cache.mkdir(parents=True, exist_ok=True)
-        rows = text.rows.map(
-            _encode,
-            batched=True,
-            with_indices=True,
-            fn_kwargs={"vocab": vocab},
-            remove_columns=["src", "tgt"],
-            cache_file_name=str(cache / f"{fingerprint}.arrow"),
-            new_fingerprint=fingerprint,
-            num_proc=self.num_proc if len(text) >= PARALLEL_MIN_PAIRS else None,
-            desc=f"tokenising {split}",
+        num_proc = self.num_proc if len(text) >= PARALLEL_MIN_PAIRS else 1
+        rows, pieces = load_or_tokenise(
+            text, vocab, cache, fingerprint, num_proc, desc=f"tokenising {split}"
         )
-        src_len = rows.data.column("src_len").to_numpy()
-        tgt_len = rows.data.column("tgt_len").to_numpy()
-        lengths = np.maximum(src_len, tgt_len).astype(np.int64) + 1
-        rows = rows.select_columns(["id", "src_ids", "tgt_ids"])
+        src_len, tgt_len = pieces[:, 0], pieces[:, 1]
+        lengths = np.maximum(src_len, tgt_len) + 1  # int32: 4 bytes a pair
         if split != self.train_split:
             _report(f"{split}: {len(rows)} pairs")
             return rows, lengths

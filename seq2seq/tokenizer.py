@@ -233,7 +233,7 @@ class VocabSettings:
     character_coverage: float = 1.0
     max_piece_length: int = 16
     lowercase: bool = False
-    sample: int = 200_000
+    sample: int = 100_000
     seed: int = 1
     threads: int = 1
 

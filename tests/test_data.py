@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from seq2seq import data as data_module
+from seq2seq import encode_pool, tokenised
 from seq2seq.batching import Batch
 from seq2seq.data import TranslationDataModule
 from seq2seq.errors import DataError
@@ -110,20 +112,41 @@ def test_batches_hold_the_tokenised_text(folder: Path, tmp_path: Path) -> None:
 def test_second_run_reads_both_caches(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    encoded: list[int] = []
+    encode = encode_pool.encode_pairs
+
+    def counting(pairs: tuple[list[str], list[str]], *models: Any) -> Any:
+        encoded.append(len(pairs[0]))
+        return encode(pairs, *models)
+
+    monkeypatch.setattr(encode_pool, "encode_pairs", counting)
     first = module(folder, tmp_path)
     first.setup("fit")
-    expected = {split: first.tokenised(split)[0]["src_ids"] for split in ("train", "val")}
+    assert sum(encoded) == 300 + 40  # train and val
+    expected = {split: first.tokenised(split)[0]["src_ids"][:] for split in ("train", "val")}
 
     def fail(*args: object, **kwargs: object) -> None:
         raise AssertionError("tokenised or trained again")
 
     monkeypatch.setattr(Tokenizer, "train", fail)
-    monkeypatch.setattr(Tokenizer, "encode_batch", fail)
+    monkeypatch.setattr(encode_pool, "encode_pairs", fail)
     second = module(folder, tmp_path)
     second.setup("fit")
     assert second.vocab.fingerprint == first.vocab.fingerprint
     for split, src_ids in expected.items():
-        assert second.tokenised(split)[0]["src_ids"] == src_ids
+        assert second.tokenised(split)[0]["src_ids"][:] == src_ids
+
+
+def test_tokenising_on_worker_processes_gives_the_same_rows(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one = module(folder, tmp_path / "one", num_proc=1)
+    rows, lengths = one.tokenised("train")
+    monkeypatch.setattr(data_module, "PARALLEL_MIN_PAIRS", 1)
+    monkeypatch.setattr(tokenised, "BATCH_PAIRS", 7)  # many batches in flight, in order
+    two = module(folder, tmp_path / "two", num_proc=2)
+    two_rows, two_lengths = two.tokenised("train")
+    assert two_rows[:] == rows[:] and two_lengths.tolist() == lengths.tolist()
 
 
 def test_changing_one_line_invalidates_the_caches(folder: Path, tmp_path: Path) -> None:

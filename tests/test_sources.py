@@ -24,6 +24,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def read_pairs(source: str, split: str, src_lang: str, tgt_lang: str) -> SplitText:
     return load_split(source, split, src_lang, tgt_lang, CACHE[0])
 
+
 SRC = ["A dog runs.", "Two cats\u2028sleep.", "", "Ünïcode ✓ 🐕", "x"]
 TGT = ["Ein Hund läuft.", "Zwei Katzen schlafen.", "leer", "Ünïcode ✓ 🐕", "z"]
 

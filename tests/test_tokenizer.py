@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import io
 import random
+from dataclasses import replace
 
 import pytest
 import sentencepiece as spm
@@ -18,8 +17,8 @@ from seq2seq.tokenizer import (
     PAD_ID,
     UNK_ID,
     Tokenizer,
-    Vocabulary,
     VocabSettings,
+    Vocabulary,
     load_or_train_vocabulary,
 )
 
@@ -182,7 +181,8 @@ def test_cache_loads_instead_of_training(
 
     load_or_train_vocabulary(tmp_path, settings, "text-B", sample)  # other text: other key
     assert len(calls) == 4
-    for change in [{"joint": True}, {"lowercase": True}, {"sample": 0}, {"seed": 2}, {"threads": 2}]:
+    changes = [{"joint": True}, {"lowercase": True}, {"sample": 0}, {"seed": 2}, {"threads": 2}]
+    for change in changes:
         load_or_train_vocabulary(tmp_path, replace(settings, **change), "text-A", sample)
     assert len(calls) == 4 + 1 + 2 * 4  # every setting is part of the key
     assert len(list((tmp_path / "spm").iterdir())) == 7

@@ -1,0 +1,93 @@
+"""Encoding batches of sentence pairs with SentencePiece, on worker processes.
+
+Workers are forked (spawned where fork does not exist): a spawned worker would import the
+caller's main module again, which breaks scripts without a ``__main__`` guard. They
+receive the models once, as bytes, and run nothing but SentencePiece and NumPy.
+Batches go out and come back in order, at most ``2 * processes`` in flight, so memory is
+bounded by the batch size, not the corpus. A batch comes back as flat int32 arrays:
+
+    src_lens [B], src_ids [sum(src_lens)], tgt_lens [B], tgt_ids [sum(tgt_lens)]
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import multiprocessing.pool
+from collections import deque
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+
+import numpy as np
+import sentencepiece as spm
+
+Encoded = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+Pairs = tuple[list[str], list[str]]
+
+_worker_models: tuple[spm.SentencePieceProcessor, spm.SentencePieceProcessor] | None = None
+
+
+def _flat(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Id lists -> (lengths [B], all ids [sum(lengths)]), int32."""
+    lengths = np.fromiter(map(len, ids), dtype=np.int32, count=len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
+    return lengths, flat
+
+
+def encode_pairs(
+    pairs: Pairs, src: spm.SentencePieceProcessor, tgt: spm.SentencePieceProcessor
+) -> Encoded:
+    """One batch of (source sentences, target sentences) -> ``Encoded``."""
+    return (*_flat(src.encode(pairs[0])), *_flat(tgt.encode(pairs[1])))
+
+
+def _start_worker(src_model: bytes, tgt_model: bytes) -> None:
+    global _worker_models
+    _worker_models = (
+        spm.SentencePieceProcessor(model_proto=src_model),
+        spm.SentencePieceProcessor(model_proto=tgt_model),
+    )
+
+
+def _encode_in_worker(pairs: Pairs) -> Encoded:
+    assert _worker_models is not None, "the worker was not started with its models"
+    return encode_pairs(pairs, *_worker_models)
+
+
+class EncodePool:
+    """``with EncodePool(src_model, tgt_model, processes) as pool: pool.encode(batches)``.
+
+    ``processes`` 1 encodes in the calling process (no worker is started)."""
+
+    def __init__(self, src_model: bytes, tgt_model: bytes, processes: int) -> None:
+        self.models = (src_model, tgt_model)
+        self.processes = processes
+        self._pool: multiprocessing.pool.Pool | None = None
+
+    def __enter__(self) -> EncodePool:
+        if self.processes > 1:
+            methods = multiprocessing.get_all_start_methods()
+            context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+            self._pool = context.Pool(self.processes, _start_worker, self.models)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType
+    ) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+
+    def encode(self, batches: Iterable[Pairs]) -> Iterator[Encoded]:
+        """The batches encoded, in order."""
+        if self._pool is None:
+            src, tgt = (spm.SentencePieceProcessor(model_proto=model) for model in self.models)
+            yield from (encode_pairs(pairs, src, tgt) for pairs in batches)
+            return
+        pending: deque[multiprocessing.pool.AsyncResult] = deque()
+        for pairs in batches:
+            pending.append(self._pool.apply_async(_encode_in_worker, (pairs,)))
+            if len(pending) > 2 * self.processes:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
