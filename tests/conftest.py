@@ -5,14 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-from tiny_run import SIZES, tiny_config, write_config
-
-from seq2seq.cli import main
-from seq2seq.corpus import write_corpus
-
+# Before anything imports datasets or huggingface_hub: both read these once, at import.
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+from tiny_run import SIZES, tiny_config, write_config  # noqa: E402
+
+from seq2seq.cli import main  # noqa: E402
+from seq2seq.corpus import write_corpus  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,10 +3,35 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
+from pathlib import Path
+from typing import Any
 
+import pytorch_lightning as pl
 import torch
 from tiny_run import run_seq2seq, tiny_config, write_config
+
+
+class RecordTrainingRows(pl.Callback):
+    """Writes ``rank<k>.json``: the Arrow files this process's training rows are mapped
+    from, and the row ids of each training batch it took, per epoch."""
+
+    def __init__(self, out: str) -> None:
+        self.out = Path(out)
+        self.batches: dict[int, list[list[int]]] = {}
+
+    def on_train_batch_start(self, trainer: pl.Trainer, module: Any, batch: Any, i: int) -> None:
+        self.batches.setdefault(trainer.current_epoch, []).append(batch.ids.tolist())
+
+    def on_train_end(self, trainer: pl.Trainer, module: Any) -> None:
+        rows, _ = trainer.datamodule.tokenised("train")
+        record = {
+            "files": sorted(f["filename"] for f in rows.cache_files),
+            "rows": len(rows),
+            "batches": self.batches,
+        }
+        (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
 
 
 def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translates(
@@ -14,10 +39,23 @@ def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translat
 ):
     config = tiny_config(tmp_path, trained_run["corpus"])
     config["trainer"].update(strategy="ddp", devices=2)
+    config["trainer"]["callbacks"] = [
+        {"class_path": "test_ddp.RecordTrainingRows", "init_args": {"out": str(tmp_path)}}
+    ]
     path = write_config(tmp_path / "ddp.yaml", config)
     fit = run_seq2seq("fit", "--config", str(path), timeout=600)
     assert fit.returncode == 0, fit.stderr[-3000:]
     assert "distributed_backend=gloo" in fit.stderr + fit.stdout
+
+    # Both processes map the one tokenised copy in the cache, and take different batches:
+    # only the batch repeated to even out the last share may be in both.
+    ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in (0, 1)]
+    assert ranks[0]["files"] == ranks[1]["files"]
+    assert all(Path(f).is_relative_to(tmp_path / "cache" / "tokens") for f in ranks[0]["files"])
+    for epoch in ranks[0]["batches"]:
+        zero, one = ({tuple(b) for b in rank["batches"][epoch]} for rank in ranks)
+        assert len(zero & one) <= 1
+        assert {i for b in zero | one for i in b} == set(range(ranks[0]["rows"]))
 
     # Each process takes every other batch: an epoch has half the optimiser steps of the
     # single-process run on the same data and budget (rounded up: the last share is padded).

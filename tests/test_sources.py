@@ -5,10 +5,12 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from seq2seq import sources as sources_module
 from seq2seq.errors import DataError
 from seq2seq.sources import SplitText, load_split, read_lines
 
@@ -160,3 +162,41 @@ def test_multi30k_layout(multi30k_dir: Path) -> None:
     pairs = read_pairs(str(multi30k_dir), "val", "en", "de")
     assert len(pairs) == 1014 and all(pairs.src) and all(pairs.tgt)
     assert pairs.origin.endswith("val.de.gz")
+
+
+def test_a_bad_byte_deep_in_a_large_gzipped_file_is_reported_on_its_line(tmp_path: Path) -> None:
+    lines = [f"sentence number {i}".encode() for i in range(200_000)]
+    lines[150_000] = b"broken \xc3\x28 byte"
+    (tmp_path / "train.en.gz").write_bytes(gzip.compress(b"\n".join(lines) + b"\n", 1))
+    write(tmp_path / "train.de", text(["satz"] * len(lines)))
+    with pytest.raises(DataError, match=r"train\.en\.gz: line 150001 is not valid UTF-8"):
+        read_pairs(str(tmp_path), "train", "en", "de")
+    assert not list(CACHE[0].rglob("*.arrow"))  # nothing half-written is left to be found
+
+
+def test_text_is_found_again_by_file_identity_without_reading(
+    sources: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = read_pairs(sources["gzipped folder"], "train", "en", "de")
+    assert first.files and all(Path(f).is_relative_to(CACHE[0]) for f in first.files)
+
+    def fail(path: object) -> None:
+        raise AssertionError(f"read {path} again")
+
+    monkeypatch.setattr(sources_module, "iter_lines", fail)
+    again = read_pairs(sources["gzipped folder"], "train", "en", "de")
+    assert (again.key, again.src, again.tgt) == (first.key, SRC, TGT)
+
+
+@pytest.mark.parametrize("size", [0, 2, 5, 50])
+def test_a_sample_is_drawn_in_file_order_and_the_same_for_a_seed(
+    sources: dict[str, str], size: int
+) -> None:
+    text = read_pairs(sources["folder"], "train", "en", "de")
+    src, tgt = text.sample(size, seed=3)
+    assert len(src) == len(tgt) == (min(size, len(SRC)) or len(SRC))
+    positions = [SRC.index(s) for s in src]
+    assert positions == sorted(positions) and [TGT[i] for i in positions] == tgt
+    assert text.sample(size, seed=3) == (src, tgt)
+    hub_view = replace(text, files=None)  # the same rows read through the memory map
+    assert hub_view.sample(size, seed=3) == (src, tgt)
