@@ -23,7 +23,7 @@ from datasets.arrow_writer import ArrowWriter
 from tqdm.auto import tqdm
 
 from seq2seq.encode_pool import EncodePool
-from seq2seq.sources import SplitText
+from seq2seq.sources import RECORD_BATCH_ROWS, SplitText
 from seq2seq.tokenizer import Vocabulary
 
 FEATURES = Features(
@@ -48,17 +48,25 @@ def _write(
     models = (vocab.src.to_bytes(), vocab.tgt.to_bytes())
     with (
         EncodePool(*models, processes=num_proc) as pool,
-        ArrowWriter(path=str(arrow_part), features=FEATURES) as writer,
+        ArrowWriter(
+            path=str(arrow_part), features=FEATURES, writer_batch_size=RECORD_BATCH_ROWS
+        ) as writer,
         tqdm(total=len(text), desc=desc, unit=" pairs", unit_scale=True) as progress,
     ):
+        pending: list[pa.RecordBatch] = []  # written RECORD_BATCH_ROWS at a time
         for src_lens, src_ids, tgt_lens, tgt_ids in pool.encode(text.iter_batches(BATCH_PAIRS)):
             count = len(src_lens)
             ids = pa.array(np.arange(first, first + count, dtype=np.int64))
             columns = [ids, _list_array(src_lens, src_ids), _list_array(tgt_lens, tgt_ids)]
-            writer.write_table(pa.Table.from_arrays(columns, names=list(FEATURES)))
+            pending.append(pa.RecordBatch.from_arrays(columns, names=list(FEATURES)))
             collected.append(np.stack([src_lens, tgt_lens], axis=1))
             first += count
             progress.update(count)
+            if sum(batch.num_rows for batch in pending) >= RECORD_BATCH_ROWS:
+                writer.write_table(pa.Table.from_batches(pending).combine_chunks())
+                pending = []
+        if pending:
+            writer.write_table(pa.Table.from_batches(pending).combine_chunks())
         writer.finalize()
     np.save(lengths_part, np.concatenate(collected) if collected else np.zeros((0, 2), np.int32))
     os.replace(lengths_part, lengths)

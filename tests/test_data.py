@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from seq2seq import data as data_module
-from seq2seq import encode_pool, tokenised
+from seq2seq import encode_pool, sources, tokenised
 from seq2seq.batching import Batch
 from seq2seq.data import TranslationDataModule
 from seq2seq.errors import DataError
@@ -144,9 +144,14 @@ def test_tokenising_on_worker_processes_gives_the_same_rows(
     rows, lengths = one.tokenised("train")
     monkeypatch.setattr(data_module, "PARALLEL_MIN_PAIRS", 1)
     monkeypatch.setattr(tokenised, "BATCH_PAIRS", 7)  # many batches in flight, in order
+    monkeypatch.setattr(sources, "RECORD_BATCH_ROWS", 13)  # text read over many record batches
+    monkeypatch.setattr(tokenised, "RECORD_BATCH_ROWS", 11)  # and ids written over many
     two = module(folder, tmp_path / "two", num_proc=2)
     two_rows, two_lengths = two.tokenised("train")
     assert two_rows[:] == rows[:] and two_lengths.tolist() == lengths.tolist()
+    assert (
+        len(two_rows.data.to_batches()) > 20 and len(two.text("train").rows.data.to_batches()) > 20
+    )
 
 
 def test_changing_one_line_invalidates_the_caches(folder: Path, tmp_path: Path) -> None:

@@ -190,9 +190,11 @@ def test_text_is_found_again_by_file_identity_without_reading(
 
 @pytest.mark.parametrize("size", [0, 2, 5, 50])
 def test_a_sample_is_drawn_in_file_order_and_the_same_for_a_seed(
-    sources: dict[str, str], size: int
+    sources: dict[str, str], size: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(sources_module, "RECORD_BATCH_ROWS", 2)  # a sample across batches
     text = read_pairs(sources["folder"], "train", "en", "de")
+    assert len(text.rows.data.to_batches()) == 3
     src, tgt = text.sample(size, seed=3)
     assert len(src) == len(tgt) == (min(size, len(SRC)) or len(SRC))
     positions = [SRC.index(s) for s in src]
