@@ -1,15 +1,17 @@
 """The LightningDataModule: a source, a SentencePiece vocabulary, cached tokenised splits, and
 length-bucketed batches under a token budget.
 
-    source --load_split--> Arrow text --Vocabulary--> Arrow ids (Dataset.map) --> Batches
+    source --load_split--> Arrow text --load_or_tokenise--> ids + lengths --> Batches
 
-Everything that grows with the corpus lives in memory-mapped Arrow files under
-``cache_dir``, written by ``datasets``: the text (``text/``, see ``seq2seq.sources``) and
-the tokenised splits (``tokens/<hash>*.arrow``, the hash covering the text's key and the
+Everything that grows with the corpus lives in files under ``cache_dir``: the text
+(``text/``, memory-mapped Arrow, see ``seq2seq.sources``) and the tokenised splits
+(``tokens/``, read row by row, see ``seq2seq.tokenised``; keyed on the text's key and the
 vocabulary). Each is found again from file identities and settings, without reading the
 corpus, so a second run, or every process of a multi-device run after ``prepare_data``,
-maps the same files. The vocabulary is trained on a sample of the training split (or
-loaded from ``cache_dir/spm``) on first access of ``vocab``, which may come before ``setup``.
+reads the same files. The vocabulary is trained on a sample of the training split (or
+loaded from ``cache_dir/spm``) on first access of ``vocab``, which may come before
+``setup``. A process keeps only NumPy arrays of a few bytes per pair (lengths; the epoch's
+order in the batch sampler).
 
 Training pairs with an empty side or more than ``max_len`` pieces on a side are
 filtered out on their lengths, and the counts are reported on the ``seq2seq`` logger.
@@ -28,16 +30,15 @@ from typing import get_args
 
 import numpy as np
 import pytorch_lightning as pl
-from datasets import Dataset
 from pytorch_lightning.utilities import rank_zero_only
 
 from seq2seq.batching import ResumableLoader, TokenBucketBatchSampler, collate
 from seq2seq.errors import DataError
 from seq2seq.sources import SplitText, load_split
-from seq2seq.tokenised import load_or_tokenise
+from seq2seq.tokenised import TokenisedRows, load_or_tokenise
 from seq2seq.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
 
-TOKENS_FORMAT = 3  # part of the tokenised cache's key: bump when the columns change
+TOKENS_FORMAT = 4  # part of the tokenised cache's key: bump when the columns change
 PARALLEL_MIN_PAIRS = 100_000  # below this, tokenising in one process is faster than forking
 
 log = logging.getLogger("seq2seq")
@@ -132,7 +133,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.cache_dir = Path(cache_dir)
         self._vocab: Vocabulary | None = None
         self._texts: dict[str, SplitText] = {}
-        self._tokenised: dict[str, tuple[Dataset, np.ndarray]] = {}
+        self._tokenised: dict[str, tuple[TokenisedRows, np.ndarray]] = {}
 
     # -- vocabulary ------------------------------------------------------------------
     @property
@@ -187,23 +188,21 @@ class TranslationDataModule(pl.LightningDataModule):
         for split in splits:
             self.tokenised(split)
 
-    def tokenised(self, split: str) -> tuple[Dataset, np.ndarray]:
+    def tokenised(self, split: str) -> tuple[TokenisedRows, np.ndarray]:
         """Rows ``{"id", "src_ids", "tgt_ids"}`` of ``split`` (the training split filtered)
         and each row's cost in positions, ``max(src, tgt) + 1`` (for the batch sampler)."""
         if split not in self._tokenised:
             self._tokenised[split] = self._tokenise(split)
         return self._tokenised[split]
 
-    def _tokenise(self, split: str) -> tuple[Dataset, np.ndarray]:
+    def _tokenise(self, split: str) -> tuple[TokenisedRows, np.ndarray]:
         text, vocab = self.text(split), self.vocab
         key = [TOKENS_FORMAT, text.key, vocab.fingerprint]
         fingerprint = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:32]
         cache = self.cache_dir / "tokens"
         num_proc = self.num_proc if len(text) >= PARALLEL_MIN_PAIRS else 1
-        rows, pieces = load_or_tokenise(
-            text, vocab, cache, fingerprint, num_proc, desc=f"tokenising {split}"
-        )
-        src_len, tgt_len = pieces[:, 0], pieces[:, 1]
+        rows = load_or_tokenise(text, vocab, cache, fingerprint, num_proc, f"tokenising {split}")
+        src_len, tgt_len = rows.lengths[:, 0], rows.lengths[:, 1]
         lengths = np.maximum(src_len, tgt_len) + 1  # int32: 4 bytes a pair
         if split != self.train_split:
             _report(f"{split}: {len(rows)} pairs")
@@ -211,8 +210,7 @@ class TranslationDataModule(pl.LightningDataModule):
         keep = self._filter(text.origin, src_len, tgt_len)
         if len(keep) == len(rows):
             return rows, lengths
-        kept_cache = cache / f"{fingerprint}-kept-{self.max_len}.arrow"
-        return rows.select(keep, indices_cache_file_name=str(kept_cache)), lengths[keep]
+        return rows.select(keep), lengths[keep]
 
     def _filter(self, origin: str, src_len: np.ndarray, tgt_len: np.ndarray) -> np.ndarray:
         """Indices of the training pairs to keep: no empty side, at most max_len pieces."""

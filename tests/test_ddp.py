@@ -14,8 +14,8 @@ from tiny_run import run_seq2seq, tiny_config, write_config
 
 
 class RecordTrainingRows(pl.Callback):
-    """Writes ``rank<k>.json``: the Arrow files this process's training rows are mapped
-    from, and the row ids of each training batch it took, per epoch."""
+    """Writes ``rank<k>.json``: the files this process's training rows are read from, and
+    the row ids of each training batch it took, per epoch."""
 
     def __init__(self, out: str) -> None:
         self.out = Path(out)
@@ -27,7 +27,7 @@ class RecordTrainingRows(pl.Callback):
     def on_train_end(self, trainer: pl.Trainer, module: Any) -> None:
         rows, _ = trainer.datamodule.tokenised("train")
         record = {
-            "files": sorted(f["filename"] for f in rows.cache_files),
+            "files": sorted(str(path) for path in rows.files.values()),
             "rows": len(rows),
             "batches": self.batches,
         }
@@ -47,7 +47,7 @@ def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translat
     assert fit.returncode == 0, fit.stderr[-3000:]
     assert "distributed_backend=gloo" in fit.stderr + fit.stdout
 
-    # Both processes map the one tokenised copy in the cache, and take different batches:
+    # Both processes read the one tokenised copy in the cache, and take different batches:
     # only the batch repeated to even out the last share may be in both.
     ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in (0, 1)]
     assert ranks[0]["files"] == ranks[1]["files"]
