@@ -271,11 +271,14 @@ def load_or_train_vocabulary(
         models = [Tokenizer.from_bytes(path.read_bytes()) for path in paths]
         log.info("loaded the SentencePiece vocabulary from %s", folder)
         return Vocabulary(models[0], models[-1], joint=settings.joint)
+    started = time.perf_counter()
     src_texts, tgt_texts = sample(settings.sample, settings.seed)
     log.info(
-        "training a %s SentencePiece vocabulary on %d sentence pairs with %d threads",
+        "training a %s SentencePiece vocabulary on %d sentence pairs (drawn in %.1f s) "
+        "with %d threads",
         settings.model_type,
         len(src_texts),
+        time.perf_counter() - started,
         settings.threads,
     )
     started = time.perf_counter()
