@@ -17,8 +17,9 @@ time and exit status:
   optimiser step (reading, SentencePiece training, tokenising, caching included);
 - ``second``: the same command again, cache kept: time to the first step;
 - peak RSS (VmHWM) of every process of the run, polled from /proc every 0.2 s: the
-  ``seq2seq`` process, its ``datasets`` workers, DDP's second rank (a process that lives
-  less than 0.2 s may be missed);
+  ``seq2seq`` process, its tokenising workers, DDP's second rank (a process that lives
+  less than 0.2 s may be missed), and the largest RssAnon seen (memory of the process's
+  own, as against pages of mapped files and libraries);
 - the cache folder's size on disk after the first run;
 - training target tokens/s between step ``--warmup`` and the last step, against the
   same figure on Multi30k itself (whose first, second and DDP runs are the reference);
