@@ -34,7 +34,8 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from seq2seq.batching import ResumableLoader, TokenBucketBatchSampler, collate
 from seq2seq.errors import DataError
-from seq2seq.sources import SplitText, load_split
+from seq2seq.sources import load_split
+from seq2seq.split_text import SplitText
 from seq2seq.tokenised import TokenisedRows, load_or_tokenise
 from seq2seq.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
 

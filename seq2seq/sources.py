@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from seq2seq.errors import DataError
+from seq2seq.split_text import SplitText
 
 SPLIT = "{split}"
 PATTERN_SUFFIXES = (".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz")
@@ -51,75 +50,6 @@ RECORD_BATCH_ROWS = 20_000
 FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
 
 Row = dict[str, str]
-
-
-@dataclass(frozen=True)
-class SplitText:
-    """The sentence pairs of one split, in file order: ``rows`` has columns ``src`` and
-    ``tgt``, memory-mapped from Arrow files. ``key`` identifies the text (equal keys, equal
-    text) without reading it; ``origin`` says where it came from, for messages.
-
-    ``files``: Arrow files that hold exactly these rows, in order, as ``src`` and ``tgt``
-    (read from local files), or None (a Hub dataset: a view of its own files). Passes over
-    the whole split read these files with plain reads instead of the memory map, so the
-    pages they touch stay in the kernel's page cache rather than in the process's memory.
-    """
-
-    rows: datasets.Dataset
-    origin: str
-    key: str
-    files: tuple[str, ...] | None = None
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    @property
-    def src(self) -> list[str]:
-        """The source sentences as a list: for the small splits (validation, test) only."""
-        return self.rows.select_columns(["src"])[:]["src"]
-
-    @property
-    def tgt(self) -> list[str]:
-        """The target sentences as a list: for the small splits (validation, test) only."""
-        return self.rows.select_columns(["tgt"])[:]["tgt"]
-
-    def iter_batches(self, size: int) -> Iterator[tuple[list[str], list[str]]]:
-        """Every pair in order, as (source sentences, target sentences) of about ``size``."""
-        if self.files is None:
-            for batch in self.rows.iter(batch_size=size):
-                yield batch["src"], batch["tgt"]
-            return
-        for batch in self._record_batches():
-            for start in range(0, batch.num_rows, size):
-                part = batch.slice(start, size)
-                yield part.column("src").to_pylist(), part.column("tgt").to_pylist()
-
-    def sample(self, size: int, seed: int) -> tuple[list[str], list[str]]:
-        """Source and target sentences of ``size`` pairs drawn at random with ``seed``, in
-        file order; every pair when ``size`` is 0 or at least the number of pairs."""
-        if not 0 < size < len(self):
-            pairs = list(self.iter_batches(10_000))
-            return [s for src, _ in pairs for s in src], [t for _, tgt in pairs for t in tgt]
-        picked = np.sort(np.random.default_rng(seed).choice(len(self), size, replace=False))
-        if self.files is None:
-            columns = self.rows.select(picked)[:]
-            return columns["src"], columns["tgt"]
-        src: list[str] = []
-        tgt: list[str] = []
-        first = 0
-        for batch in self._record_batches():
-            lo, hi = np.searchsorted(picked, [first, first + batch.num_rows])
-            chosen = batch.take(pa.array(picked[lo:hi] - first))
-            src += chosen.column("src").to_pylist()
-            tgt += chosen.column("tgt").to_pylist()
-            first += batch.num_rows
-        return src, tgt
-
-    def _record_batches(self) -> Iterator[pa.RecordBatch]:
-        """The record batches of ``files``, read with plain reads (not memory-mapped)."""
-        for path in self.files or ():
-            with pa.OSFile(path) as file:
-                yield from pa.ipc.open_stream(file)
 
 
 # -- lines -------------------------------------------------------------------------------

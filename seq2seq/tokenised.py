@@ -31,7 +31,7 @@ from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
 from seq2seq.encode_pool import EncodePool
-from seq2seq.sources import SplitText
+from seq2seq.split_text import SplitText
 from seq2seq.tokenizer import Vocabulary
 
 BATCH_PAIRS = 1000  # pairs a worker encodes at a time

@@ -12,7 +12,8 @@ import pytest
 
 from seq2seq import sources as sources_module
 from seq2seq.errors import DataError
-from seq2seq.sources import SplitText, load_split, read_lines
+from seq2seq.sources import load_split, read_lines
+from seq2seq.split_text import SplitText
 
 CACHE: list[Path] = []  # this test's cache folder, set by the fixture below
 
