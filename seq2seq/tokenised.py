@@ -152,5 +152,10 @@ def load_or_tokenise(
     folder.mkdir(parents=True, exist_ok=True)
     files = cache_files(folder, key)
     if not files["lengths"].is_file():
-        _write(text, vocab, files, num_proc, desc)
+        try:
+            _write(text, vocab, files, num_proc, desc)
+        except BaseException:  # an error or Ctrl-C: leave no partial files behind
+            for part in folder.glob(f"{key}.*.{os.getpid()}.part"):
+                part.unlink(missing_ok=True)
+            raise
     return TokenisedRows(files)

@@ -248,3 +248,20 @@ def test_loader_workers_read_the_same_rows(folder: Path, tmp_path: Path) -> None
     rows, _ = in_process.tokenised("train")
     with pytest.raises(IndexError):
         rows.select(np.array([10_000]))[0]
+
+
+def test_an_interrupted_tokenising_leaves_no_files(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(*args: Any) -> Any:
+        raise KeyboardInterrupt
+
+    data = module(folder, tmp_path)
+    _ = data.vocab
+    monkeypatch.setattr(encode_pool, "encode_pairs", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        data.tokenised("train")
+    assert not list((tmp_path / "tokens").iterdir())
+    monkeypatch.undo()
+    rows, _ = data.tokenised("train")  # and the next run starts afresh
+    assert len(rows) == 295
