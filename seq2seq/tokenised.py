@@ -21,6 +21,7 @@ every process and counted in none.
 
 from __future__ import annotations
 
+import copy
 import os
 from contextlib import ExitStack
 from pathlib import Path
@@ -61,8 +62,10 @@ class TokenisedRows(Dataset):
         self._open: tuple[int, dict[str, int]] | None = None  # (pid, descriptors)
 
     def select(self, rows: np.ndarray) -> TokenisedRows:
-        """The subset of ``rows`` (row numbers of the whole split, [M])."""
-        return TokenisedRows(self.files, rows.astype(np.int32))
+        """The subset of ``rows`` (row numbers of the whole split, [M]), sharing the lengths."""
+        subset = copy.copy(self)
+        subset.rows, subset._open = rows.astype(np.int32), None
+        return subset
 
     def __len__(self) -> int:
         return len(self.lengths) if self.rows is None else len(self.rows)
