@@ -39,7 +39,7 @@ from seq2seq.split_text import SplitText
 from seq2seq.tokenised import TokenisedRows, load_or_tokenise
 from seq2seq.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
 
-TOKENS_FORMAT = 4  # part of the tokenised cache's key: bump when the columns change
+TOKENS_FORMAT = 4  # part of the tokenised cache's key: bump when its files change
 PARALLEL_MIN_PAIRS = 100_000  # below this, tokenising in one process is faster than forking
 
 log = logging.getLogger("seq2seq")

@@ -36,6 +36,32 @@ STATE_FORMAT = 1  # version of ``Vocabulary.to_state``; also part of every cache
 log = logging.getLogger("seq2seq")
 
 
+@dataclass(frozen=True)
+class VocabSettings:
+    """How a SentencePiece vocabulary is made (the ``data.*`` options), passed whole.
+
+    ``vocab_size`` is a soft limit: a tiny corpus yields fewer pieces (see ``Tokenizer.size``).
+    ``max_piece_length`` caps a piece's characters (SentencePiece's
+    ``max_sentencepiece_length``): a small cap splits long compounds into pieces.
+    ``lowercase`` makes the model fold case when it encodes (SentencePiece's ``nmt_nfkc_cf``
+    normalisation, stored in the model): it reads and writes lowercased text, at training
+    and at translation time alike. ``joint``: one model for both sides. The training split's
+    vocabulary is trained on ``sample`` pairs drawn at random with ``seed`` (0, or a sample
+    at least as large as the split: every pair, in order), with ``threads`` threads; the
+    pieces depend on the thread count.
+    """
+
+    vocab_size: int = 8000
+    model_type: ModelType = "unigram"
+    joint: bool = True
+    character_coverage: float = 1.0
+    max_piece_length: int = 16
+    lowercase: bool = False
+    sample: int = 100_000
+    seed: int = 1
+    threads: int = 1
+
+
 class Tokenizer:
     """One SentencePiece model. ``encode`` adds no BOS/EOS; ``decode`` skips special ids."""
 
@@ -53,25 +79,10 @@ class Tokenizer:
         self._model = model
 
     @classmethod
-    def train(
-        cls,
-        sentences: Iterable[str],
-        vocab_size: int,
-        model_type: ModelType,
-        character_coverage: float = 1.0,
-        max_piece_length: int = 16,
-        lowercase: bool = False,
-        threads: int = 1,
-    ) -> Tokenizer:
-        """Train in memory. Empty sentences are skipped; the result is deterministic for a
-        given ``threads`` (SentencePiece's pieces depend on the thread count).
-
-        ``vocab_size`` is a soft limit: a tiny corpus yields fewer pieces (see ``size``).
-        ``max_piece_length`` caps a piece's characters (SentencePiece's
-        ``max_sentencepiece_length``): a small cap splits long compounds into pieces.
-        ``lowercase`` makes the model fold case when it encodes (SentencePiece's
-        ``nmt_nfkc_cf`` normalisation, stored in the model): it reads and writes lowercased
-        text, at training and at translation time alike.
+    def train(cls, sentences: Iterable[str], settings: VocabSettings) -> Tokenizer:
+        """Train in memory on ``sentences`` (``settings.joint``, ``sample`` and ``seed`` are
+        not its business). Empty sentences are skipped; the result is deterministic for a
+        given ``settings.threads``.
         """
         text = [s for s in sentences if s.strip()]
         if not text:
@@ -81,11 +92,11 @@ class Tokenizer:
             spm.SentencePieceTrainer.train(
                 sentence_iterator=iter(text),
                 model_writer=model,
-                vocab_size=vocab_size,
-                model_type=model_type,
-                character_coverage=character_coverage,
-                max_sentencepiece_length=max_piece_length,
-                normalization_rule_name="nmt_nfkc_cf" if lowercase else "nmt_nfkc",
+                vocab_size=settings.vocab_size,
+                model_type=settings.model_type,
+                character_coverage=settings.character_coverage,
+                max_sentencepiece_length=settings.max_piece_length,
+                normalization_rule_name="nmt_nfkc_cf" if settings.lowercase else "nmt_nfkc",
                 byte_fallback=True,
                 hard_vocab_limit=False,
                 pad_id=PAD_ID,
@@ -93,13 +104,14 @@ class Tokenizer:
                 bos_id=BOS_ID,
                 eos_id=EOS_ID,
                 input_sentence_size=0,  # every sentence given: the caller samples
-                num_threads=threads,
+                num_threads=settings.threads,
                 minloglevel=2,  # errors only: they become DataErrors
             )
         except RuntimeError as error:
             reason = str(error).strip().rsplit("] ", 1)[-1]  # drop "INTERNAL: file.cc(1) [...]"
             raise DataError(
-                f"SentencePiece cannot train a {model_type} vocabulary of {vocab_size} pieces "
+                f"SentencePiece cannot train a {settings.model_type} vocabulary of "
+                f"{settings.vocab_size} pieces "
                 f"on this text: {reason}"
             ) from error
         return cls(model.getvalue())
@@ -149,24 +161,14 @@ class Vocabulary:
 
     @classmethod
     def train(
-        cls,
-        src_texts: Sequence[str],
-        tgt_texts: Sequence[str],
-        vocab_size: int,
-        model_type: ModelType,
-        joint: bool,
-        character_coverage: float = 1.0,
-        max_piece_length: int = 16,
-        lowercase: bool = False,
-        threads: int = 1,
+        cls, src_texts: Sequence[str], tgt_texts: Sequence[str], settings: VocabSettings
     ) -> Vocabulary:
-        """One model on source+target text (joint) or one model per side."""
-        settings = (vocab_size, model_type, character_coverage, max_piece_length, lowercase)
-        if joint:
-            both = Tokenizer.train([*src_texts, *tgt_texts], *settings, threads)
+        """One model on source+target text (``settings.joint``) or one model per side."""
+        if settings.joint:
+            both = Tokenizer.train([*src_texts, *tgt_texts], settings)
             return cls(both, both, joint=True)
-        src = Tokenizer.train(src_texts, *settings, threads)
-        tgt = Tokenizer.train(tgt_texts, *settings, threads)
+        src = Tokenizer.train(src_texts, settings)
+        tgt = Tokenizer.train(tgt_texts, settings)
         return cls(src, tgt, joint=False)
 
     @property
@@ -219,38 +221,6 @@ class Vocabulary:
         return digest.hexdigest()
 
 
-@dataclass(frozen=True)
-class VocabSettings:
-    """How the training split's SentencePiece vocabulary is made (the ``data.*`` options).
-
-    SentencePiece trains on ``sample`` pairs drawn at random with ``seed`` (0, or a
-    sample at least as large as the split: every pair, in order), with ``threads`` threads.
-    """
-
-    vocab_size: int = 8000
-    model_type: ModelType = "unigram"
-    joint: bool = True
-    character_coverage: float = 1.0
-    max_piece_length: int = 16
-    lowercase: bool = False
-    sample: int = 100_000
-    seed: int = 1
-    threads: int = 1
-
-    def train(self, src_texts: Sequence[str], tgt_texts: Sequence[str]) -> Vocabulary:
-        return Vocabulary.train(
-            src_texts,
-            tgt_texts,
-            self.vocab_size,
-            self.model_type,
-            self.joint,
-            self.character_coverage,
-            self.max_piece_length,
-            self.lowercase,
-            self.threads,
-        )
-
-
 def load_or_train_vocabulary(
     cache_dir: str | Path,
     settings: VocabSettings,
@@ -282,7 +252,7 @@ def load_or_train_vocabulary(
         settings.threads,
     )
     started = time.perf_counter()
-    vocab = settings.train(src_texts, tgt_texts)
+    vocab = Vocabulary.train(src_texts, tgt_texts, settings)
     folder.mkdir(parents=True, exist_ok=True)
     for path, tokenizer in zip(paths, (vocab.src, vocab.tgt), strict=False):
         write_atomically(path, methodcaller("write", tokenizer.to_bytes()))

@@ -17,7 +17,7 @@ from seq2seq.batching import Batch
 from seq2seq.data import TranslationDataModule
 from seq2seq.errors import DataError
 from seq2seq.tokenised import TokenisedRows
-from seq2seq.tokenizer import Tokenizer, Vocabulary
+from seq2seq.tokenizer import Tokenizer, VocabSettings, Vocabulary
 
 WORDS = ["the", "dog", "cat", "runs", "sleeps", "red", "small", "on", "a", "house", "street"]
 WÖRTER = ["der", "Hund", "Katze", "läuft", "schläft", "rot", "klein", "auf", "ein", "Haus"]
@@ -207,7 +207,8 @@ def test_sentencepiece_trains_on_a_sample_of_the_size_asked(
 def test_set_vocab_retokenises(folder: Path, tmp_path: Path) -> None:
     data = module(folder, tmp_path)
     data.setup("validate")
-    other = Vocabulary.train(["x y z"] * 10, ["u v w"] * 10, 300, "bpe", joint=False)
+    settings = VocabSettings(vocab_size=300, model_type="bpe", joint=False)
+    other = Vocabulary.train(["x y z"] * 10, ["u v w"] * 10, settings)
     data.set_vocab(other)
     assert data.vocab is other
     rows, _ = data.tokenised("val")

@@ -33,7 +33,7 @@ def sentences(phrases: list[str], n: int = 200, seed: int = 0) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Tokenizer:
-    return Tokenizer.train(sentences(ENGLISH), vocab_size=300, model_type="unigram")
+    return Tokenizer.train(sentences(ENGLISH), VocabSettings(vocab_size=300, model_type="unigram"))
 
 
 UNSEEN = [
@@ -81,15 +81,20 @@ def test_special_ids_and_no_implicit_bos_eos(tokenizer: Tokenizer) -> None:
 
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_both_model_types_train_on_a_tiny_corpus(model_type: str) -> None:
-    tok = Tokenizer.train(sentences(ENGLISH, n=50), vocab_size=2000, model_type=model_type)
+    tok = Tokenizer.train(
+        sentences(ENGLISH, n=50), VocabSettings(vocab_size=2000, model_type=model_type)
+    )
     assert 260 < tok.size <= 2000  # specials + 256 bytes + pieces; the limit is soft
     assert tok.decode(tok.encode(UNSEEN[2])) == UNSEEN[2]
 
 
 def test_training_is_deterministic() -> None:
     text = sentences(ENGLISH + RUSSIAN, seed=3)
-    first = Tokenizer.train(text, vocab_size=400, model_type="unigram").to_bytes()
-    assert Tokenizer.train(text, vocab_size=400, model_type="unigram").to_bytes() == first
+    first = Tokenizer.train(text, VocabSettings(vocab_size=400, model_type="unigram")).to_bytes()
+    assert (
+        Tokenizer.train(text, VocabSettings(vocab_size=400, model_type="unigram")).to_bytes()
+        == first
+    )
 
 
 def test_bytes_round_trip(tokenizer: Tokenizer) -> None:
@@ -102,9 +107,9 @@ def test_bytes_round_trip(tokenizer: Tokenizer) -> None:
 
 def test_too_small_a_vocabulary_is_a_data_error() -> None:
     with pytest.raises(DataError, match="vocabulary of 50 pieces"):
-        Tokenizer.train(sentences(ENGLISH), vocab_size=50, model_type="unigram")
+        Tokenizer.train(sentences(ENGLISH), VocabSettings(vocab_size=50, model_type="unigram"))
     with pytest.raises(DataError, match="no non-empty sentences"):
-        Tokenizer.train(["", "  "], vocab_size=300, model_type="unigram")
+        Tokenizer.train(["", "  "], VocabSettings(vocab_size=300, model_type="unigram"))
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +121,9 @@ def english_russian() -> tuple[list[str], list[str]]:
 def test_vocabulary_state_survives_torch_save(
     english_russian: tuple[list[str], list[str]], joint: bool
 ) -> None:
-    vocab = Vocabulary.train(*english_russian, vocab_size=400, model_type="unigram", joint=joint)
+    vocab = Vocabulary.train(
+        *english_russian, VocabSettings(vocab_size=400, model_type="unigram", joint=joint)
+    )
     buffer = io.BytesIO()
     torch.save({"vocab": vocab.to_state()}, buffer)
     buffer.seek(0)
@@ -129,8 +136,12 @@ def test_vocabulary_state_survives_torch_save(
 
 
 def test_joint_and_separate_vocabularies(english_russian: tuple[list[str], list[str]]) -> None:
-    joint = Vocabulary.train(*english_russian, vocab_size=400, model_type="unigram", joint=True)
-    separate = Vocabulary.train(*english_russian, vocab_size=400, model_type="unigram", joint=False)
+    joint = Vocabulary.train(
+        *english_russian, VocabSettings(vocab_size=400, model_type="unigram", joint=True)
+    )
+    separate = Vocabulary.train(
+        *english_russian, VocabSettings(vocab_size=400, model_type="unigram", joint=False)
+    )
     spec = joint.spec
     assert (spec.pad_id, spec.bos_id, spec.eos_id, spec.joint) == (0, 2, 3, True)
     assert spec.src_size == spec.tgt_size == joint.src.size
@@ -190,8 +201,10 @@ def test_cache_loads_instead_of_training(
 
 def test_lowercase_model_folds_case_when_encoding_and_keeps_it_after_a_reload() -> None:
     cased_text = [s.capitalize() for s in sentences(ENGLISH)]
-    folded = Tokenizer.train(cased_text, vocab_size=300, model_type="unigram", lowercase=True)
-    cased = Tokenizer.train(cased_text, vocab_size=300, model_type="unigram")
+    folded = Tokenizer.train(
+        cased_text, VocabSettings(vocab_size=300, model_type="unigram", lowercase=True)
+    )
+    cased = Tokenizer.train(cased_text, VocabSettings(vocab_size=300, model_type="unigram"))
     assert folded.encode("The Dog RUNS") == folded.encode("the dog runs")
     assert folded.decode(folded.encode("On The Red House")) == "on the red house"
     assert cased.decode(cased.encode("On The Red House")) == "On The Red House"
