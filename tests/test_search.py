@@ -133,3 +133,26 @@ def test_a_step_without_weights_gives_the_same_log_probabilities(family):
         without, _, none = model.step(prev, state, need_weights=False)
     assert maps is not None and none is None
     assert torch.equal(with_maps, without)
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer"])
+def test_bf16_autocast_log_probabilities_are_close_to_fp32(family):
+    """What `--bf16` changes: the model runs under bfloat16 autocast, and its log-probabilities
+    (teacher forced and step by step) stay within bfloat16's precision of fp32's."""
+    model, src, src_lens = setup_model()
+    if family == "transformer":
+        model = small_transformer()
+    tgt_in = torch.randint(
+        4, VOCAB.tgt_size, (src.size(0), 5), generator=torch.Generator().manual_seed(3)
+    )
+    prev = torch.full((src.size(0),), VOCAB.bos_id)
+    with torch.no_grad():
+        fp32_logits, _ = model(src, src_lens, tgt_in)
+        fp32_step, _, _ = model.step(prev, model.start(model.encode(src, src_lens)))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16_logits, _ = model(src, src_lens, tgt_in)
+            bf16_step, _, _ = model.step(prev, model.start(model.encode(src, src_lens)))
+    assert bf16_logits.dtype == torch.bfloat16  # autocast really ran the model in bf16
+    forced_gap = (bf16_logits.float().log_softmax(-1) - fp32_logits.log_softmax(-1)).abs().max()
+    assert forced_gap < 0.05
+    assert (bf16_step.float() - fp32_step).abs().max() < 0.05
