@@ -11,6 +11,10 @@ multi-head RNN attention and ``(L, H)`` (layers, heads) for the Transformer.
     logprobs, state, attn = model.step(prev_tokens, state)   # one target position
     state = state.select(beam_indices)                       # beam reordering
 
+``need_weights=False`` (``decode``, ``forward``, ``step``) says nobody will read the
+attention maps: a model may then return None for them and take a faster path; the
+log-probabilities and logits are the same.
+
 Greedy and beam search (``search.py``) are written once against this contract.
 """
 
@@ -93,8 +97,11 @@ class EncoderDecoder(nn.Module, ABC):
         """The decoder state before the first target token."""
 
     @abstractmethod
-    def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State, Tensor]:
-        """prev_tokens: [B] -> (log-probabilities [B, V], next state, attention [B, *heads, S])."""
+    def step(
+        self, prev_tokens: Tensor, state: State, need_weights: bool = True
+    ) -> tuple[Tensor, State, Tensor | None]:
+        """prev_tokens: [B] -> (log-probabilities [B, V], next state, attention [B, *heads, S]
+        or None when not ``need_weights``)."""
 
     @abstractmethod
     def decode(
@@ -102,9 +109,8 @@ class EncoderDecoder(nn.Module, ABC):
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing.
 
-        tgt_in: [B, T] (BOS first) -> (logits [B, T, V], attn [B, *heads, T, S]).
-        With ``need_weights=False`` a model may skip the attention maps (and return None)
-        to take a faster path; the logits are the same.
+        tgt_in: [B, T] (BOS first) -> (logits [B, T, V], attn [B, *heads, T, S] or None
+        when not ``need_weights``).
         """
 
     def forward(

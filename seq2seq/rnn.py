@@ -123,7 +123,8 @@ class RNNDecoder(nn.Module):
     """What both decoder styles share: embedding, bridge, RNN stack, attention, output layer.
 
     A style defines the RNN's input size, the size of the vector ``combine`` turns into
-    the pre-output, and ``_step``.
+    the pre-output, ``_recur`` (what the next step depends on) and ``_pre_output`` (what it
+    does not).
     """
 
     def __init__(
@@ -172,44 +173,62 @@ class RNNDecoder(nn.Module):
         feed = memory.states.new_zeros(B, self.hidden_size if self.input_feeding else 0)
         return RNNState(hidden, keys, values, memory.lens, feed, position=0)
 
-    def _attend(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor]:
-        """query [B, Dq] -> (context [B, C], weights [B, *heads, S])."""
+    def _attend(
+        self, query: Tensor, state: RNNState, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """query [B, Dq] -> (context [B, C], weights [B, *heads, S] or None)."""
         queries = group_queries(query.unsqueeze(1), state.group)  # [G, group, Dq]
         position = torch.full(queries.shape[:2], state.position, device=query.device)
         context, weights = self.attention.attend(
             queries, state.keys, state.values, state.src_lens, position
         )  # [G, group, C], [G, *heads, group, S]
-        weights = ungroup_weights(weights, state.group)  # [B, *heads, 1, S]
-        return context.reshape(query.size(0), -1), weights.squeeze(-2)
+        context = context.reshape(query.size(0), -1)
+        if not need_weights:
+            return context, None
+        return context, ungroup_weights(weights, state.group).squeeze(-2)  # [B, *heads, S]
 
     def _run_rnn(self, rnn_input: Tensor, hidden: Hidden) -> tuple[Tensor, Hidden]:
         """One RNN step: rnn_input [B, I], hidden [B, L, H] -> (top output [B, H], hidden)."""
         output, new_hidden = self.rnn(rnn_input.unsqueeze(1), _to_torch(hidden))
         return output.squeeze(1), _from_torch(new_hidden)
 
-    def _step(self, embedded: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
-        """embedded [B, E] -> (pre-output [B, H], next state, attention [B, *heads, S])."""
+    def _recur(
+        self, embedded: Tensor, state: RNNState, need_weights: bool
+    ) -> tuple[Tensor, RNNState, Tensor | None]:
+        """The part of a step the next step depends on: embedded [B, E] ->
+        (features [B, F] for ``_pre_output``, next state, attention [B, *heads, S] or None)."""
         raise NotImplementedError
 
-    def forward(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
-        """Teacher forcing: tgt_in [B, T] -> (logits [B, T, V], attention [B, *heads, T, S])."""
+    def _pre_output(self, features: Tensor) -> Tensor:
+        """features [..., F] -> pre-output [..., H]: the part of a step that nothing feeds
+        back, so teacher forcing runs it once over all T steps."""
+        raise NotImplementedError
+
+    def forward(
+        self, memory: Memory, tgt_in: Tensor, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing: tgt_in [B, T] -> (logits [B, T, V], attention [B, *heads, T, S]
+        or None)."""
         state = self.start(memory)
         embedded = self.dropout(self.embed(tgt_in))  # [B, T, E]
-        pre_outputs, weights = [], []
+        features, weights = [], []
         # unbind, not embedded[:, t]: its backward stacks T gradients once instead of
         # filling a zero [B, T, E] tensor per step.
         for step_input in embedded.unbind(dim=1):
-            pre, state, attn = self._step(step_input, state)
-            pre_outputs.append(pre)
+            step_features, state, attn = self._recur(step_input, state, need_weights)
+            features.append(step_features)
             weights.append(attn)
-        # One large output projection for all steps instead of T small ones.
-        logits = self.output(torch.stack(pre_outputs, dim=1))  # [B, T, V]
-        return logits, torch.stack(weights, dim=-2)
+        # One pre-output and one output projection for all steps instead of T small ones.
+        logits = self.output(self._pre_output(torch.stack(features, dim=1)))  # [B, T, V]
+        return logits, torch.stack(weights, dim=-2) if need_weights else None
 
-    def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
-        """prev_tokens [B] -> (log-probs [B, V], next state, attention [B, *heads, S])."""
-        pre, state, attn = self._step(self.dropout(self.embed(prev_tokens)), state)
-        return torch.log_softmax(self.output(pre), dim=-1), state, attn
+    def step(
+        self, prev_tokens: Tensor, state: RNNState, need_weights: bool = True
+    ) -> tuple[Tensor, RNNState, Tensor | None]:
+        """prev_tokens [B] -> (log-probs [B, V], next state, attention [B, *heads, S] or None)."""
+        embedded = self.dropout(self.embed(prev_tokens))
+        features, state, attn = self._recur(embedded, state, need_weights)
+        return torch.log_softmax(self.output(self._pre_output(features)), dim=-1), state, attn
 
 
 class BahdanauDecoder(RNNDecoder):
@@ -221,12 +240,16 @@ class BahdanauDecoder(RNNDecoder):
     def combine_size(self) -> int:
         return self.hidden_size + self.context_size + self.embed_size
 
-    def _step(self, embedded: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
-        context, weights = self._attend(_top_layer(state.hidden), state)
+    def _recur(
+        self, embedded: Tensor, state: RNNState, need_weights: bool
+    ) -> tuple[Tensor, RNNState, Tensor | None]:
+        context, weights = self._attend(_top_layer(state.hidden), state, need_weights)
         output, hidden = self._run_rnn(torch.cat([embedded, context], dim=-1), state.hidden)
-        pre = torch.tanh(self.combine(torch.cat([output, context, embedded], dim=-1)))
         next_state = dataclasses.replace(state, hidden=hidden, position=state.position + 1)
-        return self.dropout(pre), next_state, weights
+        return torch.cat([output, context, embedded], dim=-1), next_state, weights
+
+    def _pre_output(self, features: Tensor) -> Tensor:
+        return self.dropout(torch.tanh(self.combine(features)))
 
 
 class LuongDecoder(RNNDecoder):
@@ -238,15 +261,20 @@ class LuongDecoder(RNNDecoder):
     def combine_size(self) -> int:
         return self.context_size + self.hidden_size
 
-    def _step(self, embedded: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
+    def _recur(
+        self, embedded: Tensor, state: RNNState, need_weights: bool
+    ) -> tuple[Tensor, RNNState, Tensor | None]:
         output, hidden = self._run_rnn(torch.cat([embedded, state.feed], dim=-1), state.hidden)
-        context, weights = self._attend(output, state)
+        context, weights = self._attend(output, state, need_weights)
         attentional = torch.tanh(self.combine(torch.cat([context, output], dim=-1)))  # h~_t
         feed = attentional if self.input_feeding else state.feed
         next_state = dataclasses.replace(
             state, hidden=hidden, feed=feed, position=state.position + 1
         )
-        return self.dropout(attentional), next_state, weights
+        return attentional, next_state, weights  # h~_t feeds the next step: computed here
+
+    def _pre_output(self, features: Tensor) -> Tensor:
+        return self.dropout(features)
 
 
 _DECODERS: dict[str, type[RNNDecoder]] = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}
@@ -307,10 +335,12 @@ class RNNSeq2Seq(EncoderDecoder):
     def start(self, memory: Memory) -> RNNState:
         return self.decoder.start(memory)
 
-    def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
-        return self.decoder.step(prev_tokens, state)
+    def step(
+        self, prev_tokens: Tensor, state: RNNState, need_weights: bool = True
+    ) -> tuple[Tensor, RNNState, Tensor | None]:
+        return self.decoder.step(prev_tokens, state, need_weights)
 
     def decode(
         self, memory: Memory, tgt_in: Tensor, need_weights: bool = True
-    ) -> tuple[Tensor, Tensor]:
-        return self.decoder(memory, tgt_in)  # the weights come free with every step
+    ) -> tuple[Tensor, Tensor | None]:
+        return self.decoder(memory, tgt_in, need_weights)

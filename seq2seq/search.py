@@ -39,6 +39,52 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+class AttentionTrail:
+    """The attention of every step, read back per hypothesis only once the search ends.
+
+    Search reorders and drops rows at every step; copying each row's whole history along
+    with it costs O(T^2). The trail instead keeps each step's maps [N_t, *heads, S] and,
+    for each row, the row of the step before it came from, and follows those links
+    backwards once at the end.
+    """
+
+    def __init__(self) -> None:
+        self.maps: list[Tensor] = []  # step t: [N_t, *heads, S]
+        self.parents: list[Tensor | None] = []  # step t: [N_t] rows of step t - 1; None: same
+        self.ends: list[tuple[int, int, Hypothesis, int]] = []  # (step, row, hyp, S_i)
+
+    def add(self, maps: Tensor, parents: Tensor | None) -> None:
+        """This step's maps [N_t, *heads, S]; ``parents`` [N_t]: the previous step's row of
+        each row (None: the rows are the previous step's, in order)."""
+        self.maps.append(maps)
+        self.parents.append(parents)
+
+    def end(self, row: int, hypothesis: Hypothesis, src_len: int) -> None:
+        """``hypothesis`` ended at this step's ``row``: give it its maps in ``fill``."""
+        self.ends.append((len(self.maps) - 1, row, hypothesis, src_len))
+
+    def fill(self) -> None:
+        """Set ``attention`` [t + 1, *heads, S_i] of every ended hypothesis."""
+        if not self.ends:
+            return
+        ends = sorted(self.ends, key=lambda end: -end[0])  # latest first: a prefix per step
+        last = ends[0][0]
+        maps = self.maps[0].new_zeros(len(ends), last + 1, *self.maps[0].shape[1:])
+        rows = torch.empty(0, dtype=torch.long, device=maps.device)  # of the hyps so far
+        added = 0
+        for t in range(last, -1, -1):
+            new = [row for step, row, _, _ in ends[added:] if step == t]
+            if new:
+                rows = torch.cat([rows, torch.tensor(new, device=maps.device)])
+                added += len(new)
+            maps[:added, t] = self.maps[t][rows]
+            parents = self.parents[t]
+            if parents is not None:
+                rows = parents[rows]
+        for k, (step, _, hypothesis, src_len) in enumerate(ends):
+            hypothesis.attention = maps[k, : step + 1, ..., :src_len].clone()
+
+
 @torch.no_grad()
 def translate_batch(
     model: EncoderDecoder,
@@ -90,17 +136,17 @@ def _greedy(
     prev = torch.full((B,), model.vocab.bos_id, dtype=torch.long, device=src_lens.device)
     tokens = prev.new_zeros(B, 0)
     logprob = torch.zeros(B, device=src_lens.device)
-    history: Tensor | None = None  # [A, t, *heads, S]
+    trail = AttentionTrail() if keep_attn else None
+    parents: Tensor | None = None  # rows of the step before, when they changed
     results: list[Hypothesis | None] = [None] * B
     t = 0
     while active.numel():
-        logprobs, state, attn = model.step(prev, state)
+        logprobs, state, attn = model.step(prev, state, need_weights=keep_attn)
         logprobs = _force_eos(logprobs, max_lens[active] <= t, eos)
         best, prev = logprobs.max(dim=-1)
         logprob = logprob + best
-        if keep_attn:
-            step_attn = attn.unsqueeze(1)
-            history = step_attn if history is None else torch.cat([history, step_attn], dim=1)
+        if trail is not None:
+            trail.add(attn, parents)
         done = prev == eos
         for row in done.nonzero().flatten().tolist():
             i = int(active[row])
@@ -108,21 +154,20 @@ def _greedy(
                 tokens=tokens[row].tolist(),
                 score=float(logprob[row]) / length_penalty(t + 1, alpha),
                 logprob=float(logprob[row]),
-                attention=_trim(history[row], src_lens[i]) if history is not None else None,
             )
+            if trail is not None:
+                trail.end(row, results[i], int(src_lens[i]))
         tokens = torch.cat([tokens, prev.unsqueeze(1)], dim=1)
+        parents = None
         if done.any():
             keep = (~done).nonzero().flatten()
             active, prev, tokens, logprob = active[keep], prev[keep], tokens[keep], logprob[keep]
             state = state.select(keep)
-            history = history[keep] if history is not None else None
+            parents = keep
         t += 1
+    if trail is not None:
+        trail.fill()
     return results  # type: ignore[return-value]
-
-
-def _trim(attention: Tensor, src_len: Tensor) -> Tensor:
-    """Drop padding columns: attention [T, *heads, S] -> [T, *heads, S_i]."""
-    return attention[..., : int(src_len)].clone()
 
 
 def _beam(
@@ -142,13 +187,14 @@ def _beam(
     scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
     prev = torch.full((B * K,), model.vocab.bos_id, dtype=torch.long, device=device)
     tokens = prev.new_zeros(B * K, 0)
-    history: Tensor | None = None  # [A*K, t, *heads, S]
+    trail = AttentionTrail() if keep_attn else None
+    parents: Tensor | None = None  # rows of the step before
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     n_finished = torch.zeros(B, dtype=torch.long, device=device)  # len(finished[i])
     t = 0
     while active.numel():
         A = active.numel()
-        logprobs, state, attn = model.step(prev, state)  # [A*K, V]
+        logprobs, state, attn = model.step(prev, state, need_weights=keep_attn)  # [A*K, V]
         at_limit = max_lens[active] <= t  # [A]
         logprobs = _force_eos(logprobs, at_limit.repeat_interleave(K), eos)
         V = logprobs.size(-1)
@@ -156,9 +202,8 @@ def _beam(
         cand_scores, cand_ids = candidates.topk(2 * K, dim=1)  # [A, 2K]
         beam, token = cand_ids // V, cand_ids % V
         rows = beam + torch.arange(A, device=device).unsqueeze(1) * K  # [A, 2K] rows of state
-        if keep_attn:
-            step_attn = attn.unsqueeze(1)
-            history = step_attn if history is None else torch.cat([history, step_attn], dim=1)
+        if trail is not None:
+            trail.add(attn, parents)
 
         # Finish EOS candidates ranked within the top K (at most one per beam).
         is_eos = token == eos
@@ -167,14 +212,10 @@ def _beam(
         for a, c in finishing.nonzero().tolist():
             i, row = int(active[a]), int(rows[a, c])
             total = float(cand_scores[a, c])
-            finished[i].append(
-                Hypothesis(
-                    tokens=tokens[row].tolist(),
-                    score=total / penalty,
-                    logprob=total,
-                    attention=_trim(history[row], src_lens[i]) if history is not None else None,
-                )
-            )
+            hypothesis = Hypothesis(tokens[row].tolist(), score=total / penalty, logprob=total)
+            finished[i].append(hypothesis)
+            if trail is not None:
+                trail.end(row, hypothesis, int(src_lens[i]))
         # Sentences with K finished hypotheses or at their length limit leave the batch.
         n_finished[active] += finishing.sum(dim=1)
         keep = ((n_finished[active] < K) & ~at_limit).nonzero().flatten()  # [A']
@@ -186,6 +227,8 @@ def _beam(
         prev = token[keep].gather(1, order).flatten()
         tokens = torch.cat([tokens[chosen_rows], prev.unsqueeze(1)], dim=1)
         state = state.select(chosen_rows)
-        history = history[chosen_rows] if history is not None else None
+        parents = chosen_rows
         t += 1
+    if trail is not None:
+        trail.fill()
     return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]

@@ -266,18 +266,20 @@ class Transformer(EncoderDecoder):
         return TransformerState(self._cross_kv(memory), cache, memory.lens, position=0)
 
     def step(
-        self, prev_tokens: Tensor, state: TransformerState
-    ) -> tuple[Tensor, TransformerState, Tensor]:
+        self, prev_tokens: Tensor, state: TransformerState, need_weights: bool = True
+    ) -> tuple[Tensor, TransformerState, Tensor | None]:
         x = self.positions(self.tgt_embed(prev_tokens.unsqueeze(1)), offset=state.position)
         cache, weights = [], []
         for layer, cross_kv, layer_cache in zip(
             self.decoder, state.cross, state.cache, strict=True
         ):
             x, layer_weights, kv = layer(
-                x, layer_cache, None, cross_kv, state.src_lens, True, state.group
+                x, layer_cache, None, cross_kv, state.src_lens, need_weights, state.group
             )
             cache.append(kv)
-            weights.append(layer_weights.squeeze(2))  # [B, H, S]
+            weights.append(layer_weights)  # [B, H, 1, S] or None
         logprobs = torch.log_softmax(self.output(self.decoder_norm(x)).squeeze(1), dim=-1)
         next_state = dataclasses.replace(state, cache=cache, position=state.position + 1)
-        return logprobs, next_state, torch.stack(weights, dim=1)  # [B, L, H, S]
+        if not need_weights:
+            return logprobs, next_state, None
+        return logprobs, next_state, torch.stack(weights, dim=1).squeeze(3)  # [B, L, H, S]

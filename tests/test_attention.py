@@ -337,12 +337,22 @@ def test_multihead_reproduces_torch_multihead_attention(key_size: int) -> None:
 
 @pytest.mark.parametrize("lens", [LENS, LENS_2D], ids=["lens-1d", "lens-2d"])
 @pytest.mark.parametrize("variant", ["multihead", "multihead-bias"])
-def test_multihead_fast_path_equals_explicit_path(variant: str, lens: Tensor) -> None:
+def test_multihead_fast_path_equals_explicit_path(variant: str, lens: Tensor, monkeypatch) -> None:
     module = make(BY_NAME[variant])
+    module.sdpa = True
     q, k, v = inputs()
     keys, values = module.prepare(k, v)
     explicit, _ = module.attend(q, keys, values, lens)
+    fused_calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+
+    def counted(*args, **kwargs):
+        fused_calls.append(1)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr("seq2seq.attention.dot_product.F.scaled_dot_product_attention", counted)
     fast, no_weights = module.attend(q, keys, values, lens, need_weights=False)
+    assert fused_calls, "need_weights=False with sdpa on must take the fused kernel"
     assert no_weights is None
     assert torch.allclose(fast, explicit, atol=1e-5)
 

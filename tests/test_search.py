@@ -1,5 +1,6 @@
 """Greedy and beam search, written once against the model contract."""
 
+import pytest
 import torch
 
 from seq2seq.model import VocabSpec
@@ -88,3 +89,70 @@ def test_attention_rows_match_the_output():
     for i, (h,) in enumerate(translate_batch(model, src, src_lens, return_attention=True)):
         assert h.attention.shape == (len(h.tokens) + 1, int(src_lens[i]))
         assert torch.allclose(h.attention.sum(-1), torch.ones(len(h.tokens) + 1))
+
+
+def small_transformer():
+    from seq2seq.transformer import Transformer
+
+    torch.manual_seed(2)
+    settings = dict(model_size=16, num_heads=2, ff_size=32, encoder_layers=1, decoder_layers=2)
+    return Transformer(VOCAB, **settings, dropout=0.0).eval()
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer"])
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_each_hypothesis_carries_the_attention_of_its_own_tokens(family, beam_size):
+    """Search follows each hypothesis back through the rows it was reordered from: its
+    attention is what teacher forcing on its own tokens gives."""
+    model, src, src_lens = setup_model()
+    if family == "transformer":
+        model = small_transformer()
+    results = translate_batch(
+        model, src, src_lens, beam_size=beam_size, n_best=beam_size, return_attention=True
+    )
+    for i, nbest in enumerate(results):
+        length = int(src_lens[i])
+        for h in nbest:
+            tgt_in = torch.tensor([[VOCAB.bos_id, *h.tokens]])
+            with torch.no_grad():
+                _, forced = model(src[i : i + 1, :length], src_lens[i : i + 1], tgt_in)
+            expected = forced[0].movedim(-2, 0)  # [T, *heads, S_i]
+            assert h.attention.shape == expected.shape
+            assert torch.allclose(h.attention, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer"])
+def test_a_step_without_weights_gives_the_same_log_probabilities(family):
+    model, src, src_lens = setup_model()
+    if family == "transformer":
+        model = small_transformer()
+    with torch.no_grad():
+        state = model.start(model.encode(src, src_lens))
+        prev = torch.full((src.size(0),), VOCAB.bos_id)
+        with_maps, _, maps = model.step(prev, state)
+        without, _, none = model.step(prev, state, need_weights=False)
+    assert maps is not None and none is None
+    assert torch.equal(with_maps, without)
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer"])
+def test_bf16_autocast_log_probabilities_are_close_to_fp32(family):
+    """What `--bf16` changes: the model runs under bfloat16 autocast, and its log-probabilities
+    (teacher forced and step by step) stay within bfloat16's precision of fp32's."""
+    model, src, src_lens = setup_model()
+    if family == "transformer":
+        model = small_transformer()
+    tgt_in = torch.randint(
+        4, VOCAB.tgt_size, (src.size(0), 5), generator=torch.Generator().manual_seed(3)
+    )
+    prev = torch.full((src.size(0),), VOCAB.bos_id)
+    with torch.no_grad():
+        fp32_logits, _ = model(src, src_lens, tgt_in)
+        fp32_step, _, _ = model.step(prev, model.start(model.encode(src, src_lens)))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16_logits, _ = model(src, src_lens, tgt_in)
+            bf16_step, _, _ = model.step(prev, model.start(model.encode(src, src_lens)))
+    assert bf16_logits.dtype == torch.bfloat16  # autocast really ran the model in bf16
+    forced_gap = (bf16_logits.float().log_softmax(-1) - fp32_logits.log_softmax(-1)).abs().max()
+    assert forced_gap < 0.05
+    assert (bf16_step.float() - fp32_step).abs().max() < 0.05
