@@ -2,9 +2,9 @@
 
 ``seq2seq fit|validate|test --config C`` is Lightning's CLI over ``TranslationTask`` and
 ``TranslationDataModule``; the other commands (``translate``, ``evaluate``,
-``attention``, ``corpus``) take a checkpoint or write data and live in ``commands.py``.
-A mistake in the user's input ends with one line on stderr and exit status 1, not a
-traceback.
+``attention``, ``align-score``, ``average``, ``corpus``) take a checkpoint or write data
+and live in ``commands.py``; ``cli_help.py`` lists them all. A mistake in the user's
+input ends with one line on stderr and exit status 1, not a traceback.
 """
 
 from __future__ import annotations
@@ -22,16 +22,17 @@ from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from seq2seq.allocator import keep_freed_memory
 from seq2seq.checkpoint import read_checkpoint
+from seq2seq.cli_help import (
+    DESCRIPTION,
+    TRAINING_COMMANDS,
+    exit_before_a_command,
+    print_usage_error,
+    training_help,
+)
 from seq2seq.commands import COMMANDS, run_command
 from seq2seq.data import TranslationDataModule
 from seq2seq.errors import Seq2SeqError
 from seq2seq.task import TranslationTask, batch_sentences, batch_target_tokens
-
-DESCRIPTION = (
-    "Neural machine translation with pluggable, inspectable attention. Training runs through "
-    "Lightning's CLI (fit, validate, test); translate, evaluate, attention and corpus take "
-    "their own options (`seq2seq translate --help`)."
-)
 
 
 class ConfigIntoCheckpoint(SaveConfigCallback):
@@ -57,15 +58,19 @@ class OneLineErrorParser(LightningArgumentParser):
         if not self.exit_on_error:  # a parser used internally: jsonargparse handles the error
             super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
-        command = parser.prog.replace(" [options]", "")
-        one_line = " ".join(message.split())
-        print(f"seq2seq: error: {one_line} (see {command} --help)", file=sys.stderr)
+        print_usage_error(message, parser.prog.replace(" [options]", ""))
         self.exit(2)
 
 
 class Seq2SeqCLI(LightningCLI):
     """LightningCLI with the vocabulary linked from the data into the model, and best-k
     checkpointing and early stopping on validation BLEU."""
+
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        """Lightning's subcommands but ``predict``: the task has no predict step, and
+        ``seq2seq translate`` is how a checkpoint translates."""
+        return {name: LightningCLI.subcommands()[name] for name in TRAINING_COMMANDS}
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocab", "model.vocab", apply_on="instantiate")
@@ -121,7 +126,11 @@ def run_lightning(args: list[str] | None) -> None:
             "callbacks": [ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20)],
         },
         seed_everything_default=1,
-        parser_kwargs={"prog": "seq2seq", "description": DESCRIPTION},
+        parser_kwargs={
+            "prog": "seq2seq",
+            "description": DESCRIPTION,
+            **{command: training_help(command) for command in Seq2SeqCLI.subcommands()},
+        },
         parser_class=OneLineErrorParser,
         args=args,
         auto_configure_optimizers=False,
@@ -138,8 +147,15 @@ def show_progress_messages() -> None:
     logger.setLevel(logging.INFO)
 
 
+def command_summaries() -> dict[str, str]:
+    """Every command of ``seq2seq`` with its one-line summary: Lightning's, then the others."""
+    return {**{name: TRAINING_COMMANDS[name] for name in Seq2SeqCLI.subcommands()}, **COMMANDS}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] not in command_summaries():
+        exit_before_a_command(args, command_summaries())
     show_progress_messages()
     keep_freed_memory()  # about a quarter more tokens/s in training on this CPU
     try:

@@ -303,7 +303,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"translate", "evaluate", "attention", "align-score", "average", "corpus"}
+# Each command with the line `seq2seq --help` shows for it.
+COMMANDS = {
+    "translate": "translate text with a checkpoint, line by line",
+    "evaluate": "translate a test set and score it: BLEU, chrF",
+    "attention": "draw and report what a decoder attends to",
+    "align-score": "score word alignments against gold ones (AER)",
+    "average": "average the weights of several checkpoints",
+    "corpus": "write the embedded corpus as parallel text files",
+}
 
 
 def run_command(args: list[str]) -> None:

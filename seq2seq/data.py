@@ -53,18 +53,46 @@ def _report(message: str) -> None:
 class TranslationDataModule(pl.LightningDataModule):
     """Parallel data from ``source`` for ``src_lang`` -> ``tgt_lang``.
 
-    ``source`` is a folder of ``{split}.{lang}[.gz]`` files, a ``path/{split}.tsv`` or
-    ``path/{split}.jsonl`` pattern, or a Hub dataset id (``hub_config`` its config); see
-    ``seq2seq.sources``. ``max_tokens`` bounds ``sentences * longest side`` per training
-    batch (``eval_max_tokens`` per validation/test batch, default the same).
-    ``lowercase`` trains a SentencePiece model that folds case (see ``Tokenizer.train``),
-    as the Multi30k literature's lowercased preprocessing does; references stay as they are.
-    SentencePiece trains on ``spm_sample`` training pairs drawn with ``seed`` (0: all),
-    with ``spm_threads`` threads (default: every core); both are part of the vocabulary's
-    cache key, since the pieces depend on them. Splits of ``PARALLEL_MIN_PAIRS`` pairs or
-    more are tokenised by ``num_proc`` processes (default: every core).
     With several devices, set the Trainer's ``use_distributed_sampler=False``: the
     batch sampler shards the batches across processes itself.
+
+    Args:
+        source: Where the sentence pairs are: a folder of ``{split}.{lang}[.gz]`` files, a
+            ``path/{split}.tsv`` or ``path/{split}.jsonl`` pattern, or a Hub dataset id
+            (see ``seq2seq.sources``).
+        src_lang: The source language code, as in the file names or the dataset's columns.
+        tgt_lang: The target language code.
+        train_split: Name of the training split (``train`` reads ``train.{lang}``).
+        val_split: Name of the validation split, scored at each validation.
+        test_split: Name of the test split, scored by ``seq2seq test``.
+        vocab_size: SentencePiece vocabulary size (at least 1), per side unless
+            ``joint_vocab``; a soft limit, since a tiny corpus yields fewer pieces.
+        spm_model_type: SentencePiece's segmentation algorithm, ``unigram`` or ``bpe``.
+        joint_vocab: One SentencePiece model (the same ids) for both sides; otherwise one
+            per side.
+        character_coverage: Share of the training text's characters the vocabulary must
+            cover, in (0, 1]; the rarest characters beyond it become unknown.
+        max_piece_length: Most characters in one piece (at least 1): a small cap splits long
+            compounds.
+        lowercase: Train a SentencePiece model that folds case (see ``Tokenizer.train``), as
+            the Multi30k literature's lowercased preprocessing does; references stay as
+            they are.
+        max_tokens: Bound on ``sentences * longest side`` (in pieces, at least 1) per
+            training batch.
+        eval_max_tokens: The same bound per validation/test batch (default: ``max_tokens``).
+        max_len: Training pairs with more pieces than this (at least 1) on a side are
+            filtered out, as are pairs with an empty side; the counts are reported.
+        cache_dir: Folder for the text, the vocabulary and the tokenised splits, found
+            again by later runs without reading the corpus.
+        seed: Seed of SentencePiece's training sample and of the batch order.
+        num_workers: DataLoader worker processes (0: load batches in the main process).
+        hub_config: The Hub dataset's configuration name, e.g. ``de-en`` (Hub sources only).
+        spm_sample: SentencePiece trains on this many training pairs drawn with ``seed``
+            (0: all); part of the vocabulary's cache key, since the pieces depend on it.
+        spm_threads: Threads for SentencePiece training (default: every core); part of the
+            vocabulary's cache key, since the pieces depend on it.
+        num_proc: Processes tokenising a split of ``PARALLEL_MIN_PAIRS`` (100,000) pairs or
+            more (default: every core).
     """
 
     def __init__(

@@ -283,10 +283,28 @@ _DECODERS: dict[str, type[RNNDecoder]] = {"bahdanau": BahdanauDecoder, "luong": 
 class RNNSeq2Seq(EncoderDecoder):
     """A (bi)directional RNN encoder and an attentional RNN decoder of either style.
 
-    ``attention`` is the pluggable part: any ``Attention`` class, built by the decoder with
-    query size = ``hidden_size`` and key size = the encoder's output size.
-    ``input_feeding`` applies to the Luong style (the Bahdanau style feeds the context itself).
-    ``encoder_output`` joins a bidirectional encoder's directions: concat or sum.
+    Args:
+        vocab: The vocabulary sizes and special ids (linked from the data, never configured).
+        embed_size: Size E of the source and target token embeddings.
+        hidden_size: Size H of each RNN layer's state (per direction in the encoder).
+        encoder_layers: Stacked RNN layers in the encoder.
+        decoder_layers: Stacked RNN layers in the decoder.
+        cell: The recurrent cell of both encoder and decoder, ``gru`` or ``lstm``.
+        bidirectional: Read the source in both directions (Bahdanau et al.) or left to
+            right only.
+        encoder_output: How a bidirectional encoder's two directions are joined: ``concat``
+            (size 2H, as Bahdanau et al.) or ``sum`` (size H, so that parameter-free scores
+            such as dot can compare them with the decoder's state).
+        style: The decoder: ``bahdanau`` attends with the previous state, then steps on
+            [embedding; context]; ``luong`` steps first, attends with the new state and
+            predicts from tanh(W_c [context; state]) (see the module docstring).
+        attention: The pluggable part: any ``Attention`` class (``class_path``, and
+            ``init_args`` without the sizes), built by the decoder with query size =
+            ``hidden_size`` and key size = the encoder's output size.
+        input_feeding: Luong style only: feed the previous attentional vector into the next
+            step (the Bahdanau style feeds the context itself).
+        dropout: Dropout on the embeddings, the encoder's states, between stacked layers
+            and on the decoder's pre-output.
     """
 
     def __init__(

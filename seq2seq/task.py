@@ -94,11 +94,34 @@ class WarmupThenDecay:
 class TranslationTask(pl.LightningModule):
     """Training, validation and test of one ``EncoderDecoder``.
 
-    ``model`` is built from the linked ``vocab`` (the data module's vocabulary), so
-    vocabulary sizes and special ids are never written in a config. A NaN or infinite
-    training loss stops training with an error naming the step, or with
-    ``nonfinite_loss="skip"`` skips the batch (counted in ``train_skipped_batches``).
     Checkpoints carry the RNG states, so a resumed run draws the same dropout masks.
+
+    Args:
+        model: The model family (``class_path``: one of the known subclasses) and its
+            settings (``init_args``). It is built from the linked ``vocab``, so vocabulary
+            sizes and special ids are never written in a config.
+        vocab: The source and target tokenizers, linked from the data module's vocabulary.
+        label_smoothing: Share of the target probability spread over the whole vocabulary
+            in the training loss (0 is plain cross-entropy).
+        lr: Peak learning rate of AdamW, reached at the end of the warm-up.
+        betas: AdamW's (beta1, beta2), the decay rates of its gradient moment averages.
+        weight_decay: AdamW's decoupled weight decay (0: none).
+        warmup_steps: Optimizer steps of linear learning-rate warm-up from 0 to ``lr``.
+        schedule: The learning rate after the warm-up: ``inverse_sqrt`` decays as
+            1/sqrt(step), ``constant`` stays at ``lr``, ``cosine`` reaches 0 at the last
+            step that ``trainer.max_epochs`` or ``trainer.max_steps`` allows.
+        val_beam_size: Beam size for the translations scored at each validation (1 is
+            greedy search, the fastest).
+        test_beam_size: Beam size for the translations scored by ``seq2seq test``.
+        length_penalty: GNMT length-penalty alpha of validation and test search (0: none;
+            higher favours longer translations); ``translate`` and ``evaluate`` use it too
+            unless given ``--length-penalty``.
+        max_len_ratio: Validation and test translations stop at ``max_len_ratio`` times the
+            source length plus ``max_len_offset`` tokens.
+        max_len_offset: Tokens added to that maximum length.
+        nonfinite_loss: What a NaN or infinite training loss does: ``stop`` ends training
+            with an error naming the step; ``skip`` skips the batch (counted in
+            ``train_skipped_batches``; one process only).
     """
 
     def __init__(

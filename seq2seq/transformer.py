@@ -182,12 +182,25 @@ class TransformerState(SharedSourceState):
 class Transformer(EncoderDecoder):
     """Encoder and decoder stacks with sinusoidal positions and tied embeddings.
 
-    With a joint vocabulary (``vocab.joint``) the source embedding, the target embedding
-    and the output projection share one matrix; otherwise the target embedding and the
-    output projection do (``tie_embeddings``). ``dropout`` applies to embeddings and
-    sublayer outputs; ``attention_dropout`` and ``activation_dropout`` (attention weights,
-    inside the feed-forward network) are off by default, as in the paper. ``sdpa`` routes
-    attention that needs no weights through PyTorch's fused kernel (see MultiHeadAttention).
+    Args:
+        vocab: The vocabulary sizes and special ids (linked from the data, never configured).
+        model_size: Size d of the embeddings and of every layer's input and output.
+        num_heads: Attention heads per attention sublayer; must divide ``model_size``.
+        ff_size: Inner size of each position-wise feed-forward network.
+        encoder_layers: Layers in the encoder stack.
+        decoder_layers: Layers in the decoder stack.
+        dropout: Dropout on the embeddings and on each sublayer's output (P_drop).
+        attention_dropout: Dropout on the attention weights (off by default, as in the
+            paper).
+        activation_dropout: Dropout inside the feed-forward network (off by default, as in
+            the paper).
+        norm: Where each sublayer's layer norm sits: ``pre`` (before the sublayer; the
+            stacks end with one more) or ``post`` (after the residual sum, as in the paper).
+        tie_embeddings: Share one matrix between the target embedding and the output
+            projection; with a joint vocabulary (``vocab.joint``) the source embedding
+            shares it too.
+        sdpa: Route attention that needs no weights through PyTorch's fused kernel (see
+            MultiHeadAttention).
     """
 
     def __init__(

@@ -10,6 +10,12 @@ class AdditiveAttention(GlobalAttention):
     """Additive (MLP) attention over all valid keys; queries and keys may differ in size.
 
     W_k k is computed once per source sentence (``prepare``), W_q q once per query.
+
+    Args:
+        query_size: Size Dq of the queries (the decoder fills it in: its state size).
+        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+        hidden_size: Size of the hidden layer W_q q + W_k k that w_v scores.
+        dropout: Dropout on the attention weights.
     """
 
     def __init__(

@@ -25,7 +25,12 @@ from seq2seq.masking import masked_softmax
 
 class Attention(nn.Module, ABC):
     """Base class. Subclasses take ``(query_size, key_size, ...)`` as their first arguments,
-    so a config can name one and the decoder fills in the sizes it knows."""
+    so a config can name one and the decoder fills in the sizes it knows.
+
+    Args:
+        query_size: Size Dq of the queries (the decoder fills it in: its state size).
+        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+    """
 
     def __init__(self, query_size: int, key_size: int) -> None:
         super().__init__()
@@ -64,7 +69,14 @@ class Attention(nn.Module, ABC):
 
 
 class GlobalAttention(Attention):
-    """Softmax of a ``Score`` over every valid key; the context is the weighted values."""
+    """Softmax of a ``Score`` over every valid key; the context is the weighted values.
+
+    Args:
+        query_size: Size Dq of the queries (the decoder fills it in: its state size).
+        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+        score: The compatibility score of a query and a key (see ``seq2seq.attention.scores``).
+        dropout: Dropout on the attention weights.
+    """
 
     def __init__(self, query_size: int, key_size: int, score: Score, dropout: float = 0.0):
         super().__init__(query_size, key_size)

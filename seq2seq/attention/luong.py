@@ -72,7 +72,15 @@ def gather_window(x: Tensor, index: Tensor) -> Tensor:
 
 class LuongAttention(GlobalAttention):
     """Luong's global attention: a softmax of the dot, general or concat score over every
-    valid source position. ``dot`` needs queries and keys of one size."""
+    valid source position.
+
+    Args:
+        query_size: Size Dq of the queries (the decoder fills it in: its state size).
+        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+        score: ``dot`` h_t^T h_s (queries and keys of one size), ``general``
+            h_t^T W_a h_s, or ``concat`` v_a^T tanh(W_a [h_t; h_s]).
+        hidden_size: Width of the concat score's hidden layer (default: ``query_size``).
+    """
 
     def __init__(
         self,
@@ -90,8 +98,11 @@ class LocationAttention(Attention):
     """Luong's location-based attention, ``a_t = softmax(W_a h_t)`` over the valid source
     positions: where to look is predicted from the query alone; the keys are not read.
 
-    ``W_a`` has one row per source position up to ``max_positions``; a step over S keys
-    uses its first S rows.
+    Args:
+        query_size: Size Dq of the queries (the decoder fills it in: its state size).
+        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+        max_positions: Longest source it can attend over: ``W_a`` has one row per source
+            position, and a step over S keys uses its first S rows.
     """
 
     def __init__(self, query_size: int, key_size: int, max_positions: int = 256) -> None:
@@ -121,8 +132,16 @@ class LocationAttention(Attention):
 class LocalAttention(Attention):
     """Luong's local attention (local-m or local-p) with the dot, general or concat score.
 
-    ``window`` is the half-width D; ``predictive`` chooses local-p. See the module's
-    docstring for how the window is chosen, clipped and gathered.
+    See the module's docstring for how the window is chosen, clipped and gathered.
+
+    Args:
+        query_size: Size Dq of the queries (the decoder fills it in: its state size).
+        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+        score: ``dot``, ``general`` or ``concat``, as in ``LuongAttention``.
+        window: The window's half-width D (at least 1): it covers 2D + 1 source positions.
+        predictive: local-p, a window centre predicted from the decoder state; otherwise
+            local-m, centred on the target position.
+        hidden_size: Width of the concat score's hidden layer (default: ``query_size``).
     """
 
     def __init__(
