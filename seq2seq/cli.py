@@ -24,6 +24,7 @@ from seq2seq.allocator import keep_freed_memory
 from seq2seq.checkpoint import read_checkpoint
 from seq2seq.commands import COMMANDS, run_command
 from seq2seq.data import TranslationDataModule
+from seq2seq.distributed import bound_collective_waits
 from seq2seq.errors import Seq2SeqError
 from seq2seq.task import TranslationTask, batch_sentences, batch_target_tokens
 
@@ -108,6 +109,7 @@ class Seq2SeqCLI(LightningCLI):
 
 def run_lightning(args: list[str] | None) -> None:
     """Lightning's CLI on ``args`` (None: the process's own command line)."""
+    bound_collective_waits()
     Seq2SeqCLI(
         TranslationTask,
         TranslationDataModule,

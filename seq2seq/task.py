@@ -49,6 +49,18 @@ def batch_target_tokens(batch: Batch) -> int:
     return int(batch.tgt_lens.sum())
 
 
+class Perplexity(MeanMetric):
+    """exp of the token-weighted mean NLL per token (without label smoothing), at most e^50.
+
+    Logged as a metric object, so Lightning computes it at the end of an epoch together
+    with the other logged values, and torchmetrics syncs its sums across processes
+    there: every process runs that collective at the same point, whatever the callbacks.
+    """
+
+    def compute(self) -> Tensor:
+        return torch.exp(torch.clamp(super().compute(), max=50.0))
+
+
 Schedule = Literal["inverse_sqrt", "constant", "cosine"]
 
 
@@ -132,7 +144,8 @@ class TranslationTask(pl.LightningModule):
         self.flops_per_batch: int | None = None  # ThroughputMonitor asks; not measured
         self.nonfinite_loss = nonfinite_loss
         self.skipped_batches = 0
-        self.token_nll = nn.ModuleDict({f"{s}_nll": MeanMetric() for s in ("train", "val", "test")})
+        stages = ("train", "val", "test")
+        self.perplexity = nn.ModuleDict({f"{s}_ppl": Perplexity() for s in stages})
         self._hypotheses: dict[int, str] = {}
 
     # -- the shared step ---------------------------------------------------------------
@@ -155,13 +168,9 @@ class TranslationTask(pl.LightningModule):
             on_epoch=True,
             sync_dist=True,  # under DDP, the mean over every process's batches
         )
-        self.token_nll[f"{stage}_nll"].update(nll.detach() / n, weight=n)
-
-    def _log_perplexity(self, stage: str) -> None:
-        """exp of the mean per-token NLL (without smoothing) over the epoch."""
-        mean_nll = float(self.token_nll[f"{stage}_nll"].compute())
-        self.log(f"{stage}_ppl", math.exp(min(mean_nll, 50.0)), sync_dist=True)
-        self.token_nll[f"{stage}_nll"].reset()
+        perplexity = self.perplexity[f"{stage}_ppl"]
+        perplexity.update(nll.detach() / n, weight=n)
+        self.log(f"{stage}_ppl", perplexity, on_step=False, on_epoch=True, batch_size=n)
 
     def on_train_start(self) -> None:
         if self.schedule == "cosine":  # to 0 over the steps max_epochs/max_steps allow
@@ -223,15 +232,12 @@ class TranslationTask(pl.LightningModule):
     on_test_epoch_start = on_validation_epoch_start
 
     def on_validation_epoch_end(self) -> None:
-        self._log_perplexity("val")
         self._score("val")
 
     def on_test_epoch_end(self) -> None:
-        self._log_perplexity("test")
         self._score("test")
 
     def on_train_epoch_end(self) -> None:
-        self._log_perplexity("train")
         self.log(
             "train_skipped_batches", float(self.skipped_batches), sync_dist=True, reduce_fx="sum"
         )
@@ -241,6 +247,9 @@ class TranslationTask(pl.LightningModule):
 
         Under DDP each process decodes its own shard of the split (a few sentences twice,
         where the last shards are padded with repeats); BLEU needs the whole corpus once.
+        Every process gathers here, in ``on_validation_epoch_end``/``on_test_epoch_end``,
+        before any metric of the epoch is computed: Lightning's progress bars, which
+        compute them on process 0 only, read them later (``on_validation_end``).
         """
         if self.trainer.world_size == 1:
             return self._hypotheses
