@@ -26,6 +26,8 @@ from seq2seq.commands import COMMANDS, run_command
 from seq2seq.data import TranslationDataModule
 from seq2seq.distributed import bound_collective_waits
 from seq2seq.errors import Seq2SeqError
+from seq2seq.fit_summary import FitSummary
+from seq2seq.quiet import quiet_lightning
 from seq2seq.task import TranslationTask, batch_sentences, batch_target_tokens
 
 DESCRIPTION = (
@@ -120,7 +122,13 @@ def run_lightning(args: list[str] | None) -> None:
             "use_distributed_sampler": False,
             "plugins": [{"class_path": "seq2seq.checkpoint_io.SafeCheckpointIO"}],
             # logs train|items_per_sec: real target tokens per second
-            "callbacks": [ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20)],
+            "callbacks": [
+                ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20),
+                FitSummary(),  # checkpoints, best val BLEU and wall time, in one line
+            ],
+            # Lightning's table measures FLOPs only with an example input (it would show 0);
+            # FitSummary logs the parameter count instead
+            "enable_model_summary": False,
         },
         seed_everything_default=1,
         parser_kwargs={"prog": "seq2seq", "description": DESCRIPTION},
@@ -143,6 +151,7 @@ def show_progress_messages() -> None:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     show_progress_messages()
+    quiet_lightning()
     keep_freed_memory()  # about a quarter more tokens/s in training on this CPU
     try:
         if args and args[0] in COMMANDS:

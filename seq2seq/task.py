@@ -6,6 +6,7 @@ One shared step computes the loss for train/val/test; validation and test also d
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from typing import Any, Literal
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
-from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
+from pytorch_lightning.utilities import rank_zero_warn
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
@@ -27,6 +28,8 @@ from seq2seq.search import translate_batch
 from seq2seq.tokenizer import Vocabulary
 
 CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the vocabulary and the run's config
+
+log = logging.getLogger("seq2seq")
 
 
 class NonFiniteLossError(Seq2SeqError):
@@ -271,7 +274,8 @@ class TranslationTask(pl.LightningModule):
         self.log(f"{stage}_chrf", scores["chrf"]["score"], sync_dist=True)
         lit = literature_bleu(hyps, refs, datamodule.tgt_lang)  # lowercased, as papers score
         self.log(f"{stage}_bleu_literature", lit["score"], sync_dist=True)
-        rank_zero_info(f"{stage} example: {hyps[0]!r} (reference: {refs[0]!r})")
+        if self.trainer.is_global_zero:
+            log.info(f"{stage} example: {hyps[0]!r} (reference: {refs[0]!r})")
 
     # -- optimisation and checkpoints --------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:

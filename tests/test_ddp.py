@@ -130,6 +130,7 @@ def test_ddp_with_the_demo_configs_defaults_runs_two_epochs(trained_run, tmp_pat
         rows = list(csv.DictReader(f))
     assert len([row for row in rows if row.get("val_bleu")]) == 2
     assert len([row for row in rows if row.get("train_ppl")]) == 2
+    assert "seq2seq: fit finished in " in fit.stderr  # the summary line, from process 0
 
 
 def test_strategies_given_by_name_wait_at_most_the_collective_timeout():
