@@ -80,16 +80,27 @@ class WarmupThenDecay:
     def __init__(self, warmup_steps: int, schedule: Schedule, total_steps: int | None = None):
         self.warmup_steps, self.schedule, self.total_steps = warmup_steps, schedule, total_steps
 
-    def check(self) -> None:
-        """Refuse a cosine without more steps than its warm-up (the task checks once, when
-        it sets ``total_steps``; the per-step call does not check again)."""
-        total, warmup = self.total_steps, self.warmup_steps
-        if self.schedule == "cosine" and (total is None or total <= warmup):
+    def plan(self, total_steps: int | None, warmup_steps: int) -> str | None:
+        """Make the cosine reach 0 at ``total_steps``, after ``warmup_steps`` (the configured
+        value: a resumed run plans again from it).
+
+        A run of no more steps than that warm-up (a smoke run such as ``fast_dev_run``, or
+        a short one) warms up over its first half instead; the returned note says so. A
+        run without a step budget (no max_epochs or max_steps) is refused.
+        """
+        if total_steps is None:
             raise Seq2SeqError(
-                f"the cosine schedule needs more training steps ({total}) than warm-up "
-                f"steps ({warmup}); raise trainer.max_epochs or trainer.max_steps, or lower "
-                "model.warmup_steps"
+                "the cosine schedule needs a number of training steps to reach 0 at; set "
+                "trainer.max_epochs or trainer.max_steps, or use another model.schedule"
             )
+        self.total_steps, self.warmup_steps = total_steps, warmup_steps
+        if total_steps > warmup_steps:
+            return None
+        self.warmup_steps = total_steps // 2
+        return (
+            f"the run has {total_steps} training steps, no more than model.warmup_steps="
+            f"{warmup_steps}: the cosine schedule warms up over {self.warmup_steps} instead"
+        )
 
     def __call__(self, step: int) -> float:
         step = step + 1
@@ -178,8 +189,10 @@ class TranslationTask(pl.LightningModule):
     def on_train_start(self) -> None:
         if self.schedule == "cosine":  # to 0 over the steps max_epochs/max_steps allow
             estimate = self.trainer.estimated_stepping_batches
-            self.lr_factor.total_steps = int(estimate) if math.isfinite(estimate) else None
-            self.lr_factor.check()
+            total = int(estimate) if math.isfinite(estimate) else None
+            note = self.lr_factor.plan(total, self.warmup_steps)
+            if note and self.trainer.is_global_zero:
+                log.info(note)
 
     def on_fit_start(self) -> None:
         if self.nonfinite_loss == "skip" and self.trainer.world_size > 1:
