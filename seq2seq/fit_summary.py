@@ -31,7 +31,7 @@ def summary_line(trainer: pl.Trainer, seconds: float) -> str:
         score = float(best.best_model_score)
         parts = [f"best checkpoint {best.best_model_path} ({MONITOR} {score:.2f})"]
     elif trainer.fast_dev_run:
-        parts = ["no checkpoints (fast_dev_run)"]
+        parts = ["no best checkpoint (fast_dev_run)"]
     else:
         parts = [f"no best checkpoint (no {MONITOR} logged)"]
     if last:
