@@ -31,7 +31,10 @@ from seq2seq.cli_help import (
 )
 from seq2seq.commands import COMMANDS, run_command
 from seq2seq.data import TranslationDataModule
+from seq2seq.distributed import bound_collective_waits
 from seq2seq.errors import Seq2SeqError
+from seq2seq.fit_summary import FitSummary
+from seq2seq.quiet import quiet_lightning
 from seq2seq.resume import checkpoint_dir, checkpoint_to_resume
 from seq2seq.run_lock import RunLock, claim_version
 from seq2seq.stopping import GracefulStop, ResumableCheckpoint
@@ -145,6 +148,7 @@ class Seq2SeqCLI(LightningCLI):
 
 def run_lightning(args: list[str] | None) -> None:
     """Lightning's CLI on ``args`` (None: the process's own command line)."""
+    bound_collective_waits()
     Seq2SeqCLI(
         TranslationTask,
         TranslationDataModule,
@@ -159,7 +163,11 @@ def run_lightning(args: list[str] | None) -> None:
                 ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20),
                 GracefulStop(),
                 RunLock(),
+                FitSummary(),  # checkpoints, best val BLEU and wall time, in one line
             ],
+            # Lightning's table measures FLOPs only with an example input (it would show 0);
+            # FitSummary logs the parameter count instead
+            "enable_model_summary": False,
         },
         seed_everything_default=1,
         parser_kwargs={
@@ -193,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args or args[0] not in command_summaries():
         exit_before_a_command(args, command_summaries())
     show_progress_messages()
+    quiet_lightning()
     keep_freed_memory()  # about a quarter more tokens/s in training on this CPU
     try:
         if args and args[0] in COMMANDS:
