@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytorch_lightning as pl
 import torch
 import yaml
@@ -15,6 +16,8 @@ from pytorch_lightning import Trainer
 from tiny_run import run_seq2seq, tiny_config, write_config
 
 from seq2seq.distributed import COLLECTIVE_TIMEOUT, bound_collective_waits
+
+pytestmark = pytest.mark.slow  # several processes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,10 @@ import csv
 import re
 from pathlib import Path
 
+import pytest
 from tiny_run import run_seq2seq, tiny_config, write_config
+
+pytestmark = pytest.mark.slow  # fits in a child process
 
 NOISE = [
     "GPU available",

@@ -19,6 +19,8 @@ from seq2seq.checkpoint_io import SafeCheckpointIO
 from seq2seq.cli import main
 from seq2seq.corpus import write_corpus
 
+pytestmark = pytest.mark.slow  # fits stopped and resumed
+
 REPO = Path(__file__).resolve().parents[1]
 EPOCHS = 3
 

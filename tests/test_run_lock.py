@@ -15,6 +15,8 @@ from tiny_run import run_seq2seq, tiny_config, write_config
 
 from seq2seq.run_lock import FolderLock, RunLockedError, claim_version
 
+pytestmark = pytest.mark.slow  # fits in several processes
+
 HOLD = "import sys, time; from seq2seq.run_lock import FolderLock; FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)"  # noqa: E501
 
 

@@ -10,6 +10,8 @@ import yaml
 
 from seq2seq.cli import main
 
+pytestmark = pytest.mark.slow  # a fit of every shipped config
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((REPO_ROOT / "configs").rglob("*.yaml"))
 

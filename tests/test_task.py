@@ -53,6 +53,7 @@ def test_cosine_of_a_run_shorter_than_its_warm_up_warms_up_over_its_first_half()
     assert factor.plan(600, 500) is None and factor.warmup_steps == 500  # planned anew
 
 
+@pytest.mark.slow  # a fit
 def test_a_cosine_fit_ends_at_learning_rate_zero(tmp_path: Path):
     """The cosine's step budget comes from the Trainer (max_epochs x batches per epoch)."""
     corpus = tmp_path / "corpus"
@@ -66,6 +67,7 @@ def test_a_cosine_fit_ends_at_learning_rate_zero(tmp_path: Path):
     assert scheduler["_last_lr"] == [pytest.approx(0.0, abs=1e-12)]
 
 
+@pytest.mark.slow  # a fit
 def test_a_cosine_fit_shorter_than_its_warm_up_trains_and_says_so_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ):
