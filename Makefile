@@ -15,7 +15,7 @@ DEMO_DATA := data/numbers-en-de
 DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
-.PHONY: install demo test lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
+.PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
 	bench-joey-speed bench-quality bench-joey-decoding bench-corpus
 
 install: $(STAMP)
@@ -38,6 +38,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+# the unit tier: everything but fits, several processes and the browser (about a minute)
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow"
 
 # Benchmarks (docs: BENCHMARKS.md). Each part runs on its own (`make bench-speed`, ...) and
 # is resumable: a finished measurement is a file and is not redone. A full run takes hours;

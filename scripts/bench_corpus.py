@@ -460,8 +460,8 @@ def measure(key: str, run: str, source: Path, args: argparse.Namespace) -> dict[
     )
     if record["status"] != 0:
         record["stderr_tail"] = stderr_tail(run_dir / "fit.err")
-    for checkpoints in run_dir.glob("logs/version_*/checkpoints"):
-        shutil.rmtree(checkpoints)  # 170 MB a run, of no use here
+    for checkpoints in [*run_dir.glob("logs/version_*/checkpoints"), run_dir / "checkpoints"]:
+        shutil.rmtree(checkpoints, ignore_errors=True)  # 170 MB a run, of no use here
     return record
 
 

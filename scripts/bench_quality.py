@@ -90,7 +90,9 @@ def max_time(minutes: float) -> str:
 
 def last_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
     """The newest ``last.ckpt`` of a run and its contents (callback states included)."""
-    lasts = sorted(run_dir.glob("logs/version_*/checkpoints/last.ckpt"))
+    lasts = sorted(run_dir.glob("checkpoints/last.ckpt")) or sorted(
+        run_dir.glob("logs/version_*/checkpoints/last.ckpt")  # the layout of older versions
+    )
     if not lasts:
         raise FileNotFoundError(f"no checkpoint under {run_dir}")
     return lasts[-1], torch.load(lasts[-1], map_location="cpu", weights_only=True)

@@ -26,6 +26,7 @@ from seq2seq.task import CHECKPOINT_KEY
 from seq2seq.tokenizer import Vocabulary
 
 MODEL_PREFIX = "model."  # the task keeps its EncoderDecoder in `self.model`
+CHECKPOINT_NAMES = ("last.ckpt", "best.ckpt")  # what a folder given as a checkpoint may hold
 
 
 @dataclass
@@ -75,14 +76,36 @@ def _archive_damage(path: Path) -> str | None:
     return f"{bad_record} fails its CRC check" if bad_record else None
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The raw checkpoint dictionary, or a CheckpointError saying why it cannot be read."""
+def _holds_a_pickle(path: Path) -> bool:
+    """Whether an intact zip file has the ``<name>/data.pkl`` record of a torch.save archive."""
+    with zipfile.ZipFile(path) as archive:
+        return any(name.endswith("/data.pkl") for name in archive.namelist())
+
+
+def check_checkpoint_path(path: str | Path) -> Path:
+    """``path`` as a Path if it is a file; a CheckpointError if it is missing or a folder
+    (naming the checkpoint inside, when there is one). Cheap: run it before any work."""
     path = Path(path)
+    if path.is_dir():
+        inside = [path / name / kind for name in ("", "checkpoints") for kind in CHECKPOINT_NAMES]
+        found = [candidate for candidate in inside if candidate.is_file()]
+        hint = f"did you mean {found[0]}?" if found else "it holds no last.ckpt or best.ckpt"
+        raise CheckpointError(f"{path} is a folder, not a checkpoint ({hint})")
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
+    return path
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The raw checkpoint dictionary, or a CheckpointError saying why it cannot be read."""
+    path = check_checkpoint_path(path)
     damage = _archive_damage(path)
     if damage:
         raise CheckpointError(f"cannot read checkpoint {path}: truncated or corrupted ({damage})")
+    if not _holds_a_pickle(path):
+        raise CheckpointError(
+            f"{path} is a zip archive but not a torch checkpoint (it has no data.pkl record)"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pytorch_lightning import LightningModule, Trainer
-from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, ThroughputMonitor
+from pytorch_lightning.callbacks import EarlyStopping, ThroughputMonitor
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
@@ -31,7 +31,13 @@ from seq2seq.cli_help import (
 )
 from seq2seq.commands import COMMANDS, run_command
 from seq2seq.data import TranslationDataModule
+from seq2seq.distributed import bound_collective_waits
 from seq2seq.errors import Seq2SeqError
+from seq2seq.fit_summary import FitSummary
+from seq2seq.quiet import quiet_lightning
+from seq2seq.resume import checkpoint_dir, checkpoint_to_resume
+from seq2seq.run_lock import RunLock, claim_version
+from seq2seq.stopping import GracefulStop, ResumableCheckpoint
 from seq2seq.task import TranslationTask, batch_sentences, batch_target_tokens
 
 
@@ -43,9 +49,11 @@ class ConfigIntoCheckpoint(SaveConfigCallback):
         pl_module.run_config = self.parser.dump(self.config, skip_none=False)
 
 
-def default_loggers(root: str, tensorboard: bool) -> list[Logger]:
-    """CSV logs always, TensorBoard logs beside them when tensorboard is installed."""
-    csv = CSVLogger(save_dir=root, name="logs")
+def default_loggers(root: str, tensorboard: bool, claim: bool) -> list[Logger]:
+    """CSV logs always, TensorBoard logs beside them when tensorboard is installed. With
+    ``claim`` (the process that writes logs), the version folder is taken atomically."""
+    version = claim_version(Path(root) / "logs") if claim else None
+    csv = CSVLogger(save_dir=root, name="logs", version=version)
     if not tensorboard:
         return [csv]
     return [csv, TensorBoardLogger(save_dir=root, name="logs", version=csv.version)]
@@ -74,7 +82,7 @@ class Seq2SeqCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocab", "model.vocab", apply_on="instantiate")
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(ResumableCheckpoint, "checkpoint")
         parser.add_lightning_class_args(EarlyStopping, "early_stopping")
         parser.set_defaults(
             {
@@ -84,6 +92,8 @@ class Seq2SeqCLI(LightningCLI):
                 "checkpoint.save_last": True,
                 "checkpoint.filename": "epoch{epoch:02d}-bleu{val_bleu:.2f}",
                 "checkpoint.auto_insert_metric_name": False,
+                # saved after validation instead: an epoch cut short would resume at the next
+                "checkpoint.save_on_train_epoch_end": False,
                 "early_stopping.monitor": "val_bleu",
                 "early_stopping.mode": "max",
                 "early_stopping.patience": 5,
@@ -95,24 +105,50 @@ class Seq2SeqCLI(LightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         """Lightning reads ``--ckpt_path`` here with a bare torch.load; read it through
-        ``read_checkpoint`` first so that a bad file is a CheckpointError, not a traceback."""
+        ``read_checkpoint`` first so that a bad file is a CheckpointError, not a traceback.
+        Before that, place the checkpoints in the run's own folder and turn ``last`` into
+        the newest last checkpoint there (or an error: there is nothing to resume)."""
         subcommand = self.config.get("subcommand")
-        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        settings = self.config[subcommand] if subcommand else {}
+        ckpt_path = settings.get("ckpt_path")
+        if subcommand:
+            root = settings.get("trainer.default_root_dir")
+            folder = checkpoint_dir(root, settings.get("checkpoint.dirpath"))
+            settings["checkpoint.dirpath"] = str(folder)
+            if ckpt_path == "last":
+                ckpt_path = settings["ckpt_path"] = str(checkpoint_to_resume(folder, root))
         if ckpt_path and Path(ckpt_path).is_file():
-            read_checkpoint(ckpt_path)
+            step = read_checkpoint(ckpt_path).get("global_step")
+            if subcommand == "fit":
+                print(f"seq2seq: resuming from {ckpt_path} at step {step}", file=sys.stderr)
         super()._parse_ckpt_path()
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """The Trainer; for ``fit``, with the checkpoint folder locked (by global rank 0,
+        before any log folder is made) and, unless configured, the default loggers."""
         trainer_config = self._get(self.config_init, "trainer", default={})
-        if trainer_config.get("logger") in (None, True):  # not configured: CSV (+ TensorBoard)
+        default_logging = trainer_config.get("logger") in (None, True)
+        if default_logging:  # set below, once this process's rank is known
+            kwargs["logger"] = False
+        trainer = super().instantiate_trainer(**kwargs)
+        if self.subcommand == "fit" and trainer.is_global_zero:
+            run_lock = next(c for c in trainer.callbacks if isinstance(c, RunLock))
+            run_lock.acquire(self._get(self.config, "checkpoint.dirpath"))
+        if default_logging:  # CSV (+ TensorBoard)
             root = trainer_config.get("default_root_dir") or "."
             tensorboard = importlib.util.find_spec("tensorboard") is not None
-            kwargs["logger"] = default_loggers(root, tensorboard)
-        return super().instantiate_trainer(**kwargs)
+            trainer.loggers = default_loggers(root, tensorboard, claim=trainer.is_global_zero)
+        return trainer
+
+    def after_fit(self) -> None:
+        next(c for c in self.trainer.callbacks if isinstance(c, GracefulStop)).exit_if_stopped(
+            self.trainer
+        )
 
 
 def run_lightning(args: list[str] | None) -> None:
     """Lightning's CLI on ``args`` (None: the process's own command line)."""
+    bound_collective_waits()
     Seq2SeqCLI(
         TranslationTask,
         TranslationDataModule,
@@ -123,7 +159,15 @@ def run_lightning(args: list[str] | None) -> None:
             "use_distributed_sampler": False,
             "plugins": [{"class_path": "seq2seq.checkpoint_io.SafeCheckpointIO"}],
             # logs train|items_per_sec: real target tokens per second
-            "callbacks": [ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20)],
+            "callbacks": [
+                ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20),
+                GracefulStop(),
+                RunLock(),
+                FitSummary(),  # checkpoints, best val BLEU and wall time, in one line
+            ],
+            # Lightning's table measures FLOPs only with an example input (it would show 0);
+            # FitSummary logs the parameter count instead
+            "enable_model_summary": False,
         },
         seed_everything_default=1,
         parser_kwargs={
@@ -157,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args or args[0] not in command_summaries():
         exit_before_a_command(args, command_summaries())
     show_progress_messages()
+    quiet_lightning()
     keep_freed_memory()  # about a quarter more tokens/s in training on this CPU
     try:
         if args and args[0] in COMMANDS:

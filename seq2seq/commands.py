@@ -4,10 +4,12 @@ corpus."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import sys
 import time
-from collections.abc import Sized
+from collections.abc import Callable, Iterable, Sized
 from pathlib import Path
 
 import torch
@@ -21,31 +23,21 @@ from seq2seq.alignment import (
     read_links,
     score_alignments,
 )
+from seq2seq.arriving_lines import arriving_lines
+from seq2seq.atomic import atomic_output, write_atomically
 from seq2seq.averaging import average_checkpoints, save_atomically
-from seq2seq.checkpoint import Trained, load_trained
+from seq2seq.checkpoint import Trained, check_checkpoint_path, load_trained
+from seq2seq.command_line import (
+    check_input_file,
+    check_output_file,
+    check_output_folder,
+    parse_command_line,
+)
 from seq2seq.corpus import write_corpus
-from seq2seq.errors import DataError, Seq2SeqError
+from seq2seq.errors import DataError, OutputError, Seq2SeqError
 from seq2seq.metrics import literature_bleu, score_corpus
-from seq2seq.sources import decode_lines, read_lines
-from seq2seq.translator import SearchSettings, translate_lines
-
-
-def _add_search_options(parser: argparse.ArgumentParser, beam: int) -> None:
-    parser.add_argument("--beam", type=int, default=beam, help="beam size; 1 is greedy search")
-    parser.add_argument(
-        "--length-penalty", type=float, default=None,
-        help="GNMT alpha (default: the model's config, model.length_penalty, else 1.0)",
-    )  # fmt: skip
-    parser.add_argument("--max-len-ratio", type=float, default=1.5, help="max output / source")
-    parser.add_argument("--max-len-offset", type=int, default=10, help="added to the max length")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="token budget per batch")
-    parser.add_argument(
-        "--max-source-len", type=int, default=512, help="cut longer sources (with a warning)"
-    )
-    parser.add_argument(
-        "--bf16", action="store_true", help="search under bfloat16 autocast (faster on CPUs "
-        "with AVX512-BF16/AMX; scores may differ in the last digits)",
-    )  # fmt: skip
+from seq2seq.sources import iter_lines, read_lines
+from seq2seq.translator import SearchSettings, Translation, translate_lines, translate_stream
 
 
 def _search(args: argparse.Namespace, trained: Trained, n_best: int = 1) -> SearchSettings:
@@ -71,15 +63,16 @@ def _check_parallel(path_a: str, lines_a: Sized, path_b: str, lines_b: Sized) ->
 
 
 def translate(args: argparse.Namespace) -> None:
-    """Translate lines from --input (default stdin) to --output (default stdout)."""
-    if args.input:
-        lines = read_lines(args.input)
-    else:  # bytes, so that invalid UTF-8 is a DataError naming the line, as in a file
-        lines = decode_lines(sys.stdin.buffer.read(), "<stdin>")
-    if not lines:
-        return
-    trained = load_trained(args.ckpt)
-    translations = translate_lines(
+    """Translate lines from --input (default stdin) to --output (default stdout), streamed:
+    read, translated and written in chunks of about four --max-tokens batches (sooner when
+    stdin pauses), in input order. Stdout gets each chunk as soon as it is translated;
+    --output FILE gets the translations only when all are done (until then an existing FILE
+    keeps its old content, and after a failure too)."""
+    check_input_file(args.input)
+    check_output_file(args.output)
+    trained = load_trained(args.ckpt)  # before reading any input: a bad checkpoint is an error
+    lines = iter_lines(args.input) if args.input else arriving_lines(sys.stdin.buffer)
+    translations = translate_stream(
         trained,
         lines,
         _search(args, trained, args.n_best),
@@ -87,21 +80,46 @@ def translate(args: argparse.Namespace) -> None:
         progress=args.progress,
         max_source_len=args.max_source_len,
     )
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
-    try:
+    if not args.output:
+        _write_to_stdout(translations, args.n_best)
+        return
+    with atomic_output(args.output) as file:
+        out = io.TextIOWrapper(file, encoding="utf-8", newline="\n")
         for i, translation in enumerate(translations):
-            if args.n_best == 1:
-                print(translation.text, file=out)
-                continue
-            for text, hyp in zip(translation.texts, translation.hypotheses, strict=True):
-                print(f"{i}\t{hyp.score:.4f}\t{text}", file=out)
-    finally:
-        if out is not sys.stdout:
-            out.close()
+            out.write(_format(i, translation, args.n_best))
+        out.flush()
+        out.detach()
+
+
+def _format(index: int, translation: Translation, n_best: int) -> str:
+    """A translation's output lines: its text, or with n-best ``index<TAB>score<TAB>text``."""
+    if n_best == 1:
+        return translation.text + "\n"
+    return "".join(
+        f"{index}\t{hyp.score:.4f}\t{text}\n"
+        for text, hyp in zip(translation.texts, translation.hypotheses, strict=True)
+    )
+
+
+def _write_to_stdout(translations: Iterable[Translation], n_best: int) -> None:
+    """Each translation as soon as it exists; a full disk under ``> FILE`` is one line."""
+    for i, translation in enumerate(translations):
+        try:
+            sys.stdout.write(_format(i, translation, n_best))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(
+                f"cannot write to stdout: {error.strerror or error}; the translations of "
+                f"the first {i} lines were written"
+            ) from error
 
 
 def evaluate(args: argparse.Namespace) -> None:
     """Translate --src and score it against --ref: BLEU, chrF, and the literature's BLEU."""
+    check_checkpoint_path(args.ckpt)
+    check_output_file(args.output)
     sources, refs = read_lines(args.src), read_lines(args.ref)
     _check_parallel(args.src, sources, args.ref, refs)
     trained = load_trained(args.ckpt)
@@ -114,7 +132,8 @@ def evaluate(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - start
     hyps = [t.text for t in translations]
     if args.output:
-        Path(args.output).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        text = "".join(h + "\n" for h in hyps).encode("utf-8")
+        write_atomically(args.output, lambda file: file.write(text))
     scores = score_corpus(hyps, refs)
     lang = args.lang or trained.tgt_lang
     if lang:
@@ -145,6 +164,7 @@ def attention(args: argparse.Namespace) -> None:
     """Inspect what the decoder attends to: heatmaps, word alignments (Pharaoh), attention
     statistics and an HTML report of --src translated (or of --ref, forced), written to --out;
     or, with --positional-encoding, plots of the Transformer's sinusoidal encoding."""
+    check_output_folder(args.out)
     if args.positional_encoding:
         if args.dim is None or args.len is None:
             raise Seq2SeqError("--positional-encoding needs --dim D and --len N")
@@ -153,8 +173,9 @@ def attention(args: argparse.Namespace) -> None:
         return
     if args.ckpt is None or args.src is None:
         raise Seq2SeqError("attention needs --ckpt and --src (or --positional-encoding)")
-    if not 0 < args.threshold <= 1:
-        raise Seq2SeqError(f"--threshold must be in (0, 1], got {args.threshold}")
+    for ckpt in (args.ckpt, args.reverse_ckpt):
+        if ckpt is not None:
+            check_checkpoint_path(ckpt)
     sources = read_lines(args.src)
     references = read_lines(args.ref) if args.ref else None
     if references is not None:
@@ -225,84 +246,20 @@ def corpus(args: argparse.Namespace) -> None:
 
 def average(args: argparse.Namespace) -> None:
     """Average the weights of several checkpoints into one (e.g. the last five epochs)."""
+    for ckpt in args.ckpts:
+        check_checkpoint_path(ckpt)
+    check_output_file(args.out, "--out", new_folder=True)
     print(save_atomically(average_checkpoints(args.ckpts), args.out))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="seq2seq")
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    p = commands.add_parser("translate", help=translate.__doc__, description=translate.__doc__)
-    p.add_argument("--ckpt", required=True, help="checkpoint written by `seq2seq fit`")
-    _add_search_options(p, beam=5)
-    p.add_argument("--input", help="source text, one sentence per line (default: stdin)")
-    p.add_argument("--output", help="where to write translations (default: stdout)")
-    p.add_argument("--n-best", type=int, default=1, help="print N hypotheses: index, score, text")
-    p.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
-    p.set_defaults(run=translate)
-
-    p = commands.add_parser("evaluate", help=evaluate.__doc__, description=evaluate.__doc__)
-    p.add_argument("--ckpt", required=True, help="checkpoint written by `seq2seq fit`")
-    _add_search_options(p, beam=5)
-    p.add_argument("--src", required=True, help="source sentences")
-    p.add_argument("--ref", required=True, help="reference translations")
-    p.add_argument("--lang", help="target language for the literature scoring (default: config)")
-    p.add_argument("--output", help="also write the translations here")
-    p.add_argument("--json", action="store_true", help="print the scores as JSON")
-    p.set_defaults(run=evaluate)
-
-    p = commands.add_parser("attention", help=attention.__doc__, description=attention.__doc__)
-    p.add_argument("--ckpt", help="checkpoint written by `seq2seq fit`")
-    _add_search_options(p, beam=1)
-    p.add_argument("--src", help="source sentences")
-    p.add_argument("--ref", help="reference translations: align them (forced decoding)")
-    p.add_argument("--out", required=True, help="folder for the heatmaps, alignments and report")
-    p.add_argument("--limit", type=int, default=20, help="draw and report the first N lines")
-    p.add_argument(
-        "--layer", type=int, help="Transformer layer to align with (default: mean of all)"
-    )
-    p.add_argument("--method", choices=["argmax", "threshold"], default="argmax")
-    p.add_argument(
-        "--threshold", type=float, default=0.3, help="link weight for --method threshold"
-    )
-    p.add_argument("--reverse-ckpt", help="a target->source model: symmetrise both directions")
-    p.add_argument(
-        "--symmetrize",
-        choices=["intersection", "union", "grow-diag", "grow-diag-final"],
-        default="grow-diag",
-        help="how --reverse-ckpt's links are combined with the forward ones",
-    )
-    p.add_argument(
-        "--positional-encoding",
-        action="store_true",
-        help="plot the sinusoidal positional encoding instead (needs --dim and --len)",
-    )
-    p.add_argument("--dim", type=int, help="model size for --positional-encoding")
-    p.add_argument("--len", type=int, help="number of positions for --positional-encoding")
-    p.set_defaults(run=attention)
-
-    p = commands.add_parser(
-        "align-score", help=align_score.__doc__, description=align_score.__doc__
-    )
-    p.add_argument("--gold", required=True, help="gold alignments, one line per sentence")
-    p.add_argument("--hyp", required=True, help="alignments to score, Pharaoh i-j, 0-indexed")
-    p.add_argument("--one-indexed", action="store_true", help="the gold file counts from 1")
-    p.set_defaults(run=align_score)
-
-    p = commands.add_parser("average", help=average.__doc__, description=average.__doc__)
-    p.add_argument("--ckpts", nargs="+", required=True, help="checkpoints to average")
-    p.add_argument("--out", required=True, help="where to write the averaged checkpoint")
-    p.set_defaults(run=average)
-
-    p = commands.add_parser("corpus", help=corpus.__doc__, description=corpus.__doc__)
-    p.add_argument("--out", required=True, help="folder to write {split}.{lang} files into")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--src-lang", default="en")
-    p.add_argument("--tgt-lang", default="de")
-    p.set_defaults(run=corpus)
-    return parser
-
-
+RUNS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "translate": translate,
+    "evaluate": evaluate,
+    "attention": attention,
+    "align-score": align_score,
+    "average": average,
+    "corpus": corpus,
+}
 # Each command with the line `seq2seq --help` shows for it.
 COMMANDS = {
     "translate": "translate text with a checkpoint, line by line",
@@ -312,8 +269,17 @@ COMMANDS = {
     "average": "average the weights of several checkpoints",
     "corpus": "write the embedded corpus as parallel text files",
 }
+BROKEN_PIPE_STATUS = 128 + 13  # what a shell reports for a process ended by SIGPIPE
 
 
 def run_command(args: list[str]) -> None:
-    parsed = build_parser().parse_args(args)
-    parsed.run(parsed)
+    parsed = parse_command_line(args, RUNS)
+    try:
+        RUNS[parsed.command](parsed)
+    except BrokenPipeError:
+        # The reader of stdout has gone (`seq2seq translate ... | head`): stop quietly, with
+        # the status of a process ended by SIGPIPE, as `yes | head` ends. Stdout goes to
+        # /dev/null so that the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(BROKEN_PIPE_STATUS)

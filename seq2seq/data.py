@@ -32,7 +32,7 @@ import numpy as np
 import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_only
 
-from seq2seq.batching import ResumableLoader, TokenBucketBatchSampler, collate
+from seq2seq.batching import ResumableLoader, TokenBucketBatchSampler, collate, cut_batches
 from seq2seq.errors import DataError
 from seq2seq.sources import load_split
 from seq2seq.split_text import SplitText
@@ -46,13 +46,17 @@ log = logging.getLogger("seq2seq")
 
 
 @rank_zero_only
-def _report(message: str) -> None:
-    log.info(message)
+def _report(message: str, level: int = logging.INFO) -> None:
+    log.log(level, message)
 
 
 class TranslationDataModule(pl.LightningDataModule):
     """Parallel data from ``source`` for ``src_lang`` -> ``tgt_lang``.
 
+    ``src_lang`` equal to ``tgt_lang`` reads both sides from the same text, so it is refused
+    unless ``allow_same_language`` asks for it (e.g. to train a copy or denoising model).
+    A ``max_tokens`` below ``max_len + 1`` (the positions of the longest pair allowed)
+    puts every longer pair in a batch of its own: training warns once with the batch size.
     With several devices, set the Trainer's ``use_distributed_sampler=False``: the
     batch sampler shards the batches across processes itself.
 
@@ -93,6 +97,8 @@ class TranslationDataModule(pl.LightningDataModule):
             vocabulary's cache key, since the pieces depend on it.
         num_proc: Processes tokenising a split of ``PARALLEL_MIN_PAIRS`` (100,000) pairs or
             more (default: every core).
+        allow_same_language: Allow ``src_lang`` equal to ``tgt_lang`` (both sides then read
+            the same text, e.g. for a copy or denoising model); an error otherwise.
     """
 
     def __init__(
@@ -119,6 +125,7 @@ class TranslationDataModule(pl.LightningDataModule):
         spm_sample: int = 100_000,
         spm_threads: int | None = None,
         num_proc: int | None = None,
+        allow_same_language: bool = False,
     ) -> None:
         super().__init__()
         eval_max_tokens = eval_max_tokens or max_tokens
@@ -133,6 +140,11 @@ class TranslationDataModule(pl.LightningDataModule):
         ]:
             if value < 1:
                 raise DataError(f"data.{name} must be at least 1, got {value}")
+        if src_lang == tgt_lang and not allow_same_language:
+            raise DataError(
+                f"data.src_lang and data.tgt_lang are both {src_lang!r}: both sides would be "
+                "the same text; set data.allow_same_language true to train on that anyway"
+            )
         if spm_model_type not in get_args(ModelType):
             raise DataError(f"data.spm_model_type must be unigram or bpe, got {spm_model_type!r}")
         if not 0 < character_coverage <= 1:
@@ -163,6 +175,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self._vocab: Vocabulary | None = None
         self._texts: dict[str, SplitText] = {}
         self._tokenised: dict[str, tuple[TokenisedRows, np.ndarray]] = {}
+        self._budget_checked = False
 
     # -- vocabulary ------------------------------------------------------------------
     @property
@@ -265,7 +278,25 @@ class TranslationDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> ResumableLoader:
+        if not self._budget_checked:
+            self._budget_checked = True
+            self._check_budget()
         return self._loader(self.train_split, self.max_tokens, shuffle=True)
+
+    def _check_budget(self) -> None:
+        """Warn (once) when ``max_tokens`` cannot hold the longest pair ``max_len`` allows."""
+        longest = self.max_len + 1  # positions: pieces + EOS (or BOS)
+        if self.max_tokens >= longest:
+            return
+        _, lengths = self.tokenised(self.train_split)
+        batches = len(cut_batches(np.sort(lengths), self.max_tokens)) - 1
+        _report(
+            f"data.max_tokens={self.max_tokens} is below the {longest} positions of the "
+            f"longest training pair data.max_len={self.max_len} allows: every pair over "
+            f"{self.max_tokens} positions is a batch of its own; the {len(lengths)} training "
+            f"pairs make {batches} batches of {len(lengths) / batches:.1f} pairs on average",
+            logging.WARNING,
+        )
 
     def val_dataloader(self) -> ResumableLoader:
         return self._loader(self.val_split, self.eval_max_tokens, shuffle=False)

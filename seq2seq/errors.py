@@ -11,3 +11,7 @@ class DataError(Seq2SeqError):
 
 class CheckpointError(Seq2SeqError):
     """A checkpoint is missing, truncated, unsafe or does not match the data."""
+
+
+class OutputError(Seq2SeqError):
+    """An output file could not be written (disk full, I/O error, no permission)."""

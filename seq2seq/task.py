@@ -6,6 +6,7 @@ One shared step computes the loss for train/val/test; validation and test also d
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from typing import Any, Literal
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
-from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
+from pytorch_lightning.utilities import rank_zero_warn
 from torch import Tensor, nn
 from torchmetrics import MeanMetric
 
@@ -27,6 +28,8 @@ from seq2seq.search import translate_batch
 from seq2seq.tokenizer import Vocabulary
 
 CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the vocabulary and the run's config
+
+log = logging.getLogger("seq2seq")
 
 
 class NonFiniteLossError(Seq2SeqError):
@@ -49,6 +52,18 @@ def batch_target_tokens(batch: Batch) -> int:
     return int(batch.tgt_lens.sum())
 
 
+class Perplexity(MeanMetric):
+    """exp of the token-weighted mean NLL per token (without label smoothing), at most e^50.
+
+    Logged as a metric object, so Lightning computes it at the end of an epoch together
+    with the other logged values, and torchmetrics syncs its sums across processes
+    there: every process runs that collective at the same point, whatever the callbacks.
+    """
+
+    def compute(self) -> Tensor:
+        return torch.exp(torch.clamp(super().compute(), max=50.0))
+
+
 Schedule = Literal["inverse_sqrt", "constant", "cosine"]
 
 
@@ -65,16 +80,27 @@ class WarmupThenDecay:
     def __init__(self, warmup_steps: int, schedule: Schedule, total_steps: int | None = None):
         self.warmup_steps, self.schedule, self.total_steps = warmup_steps, schedule, total_steps
 
-    def check(self) -> None:
-        """Refuse a cosine without more steps than its warm-up (the task checks once, when
-        it sets ``total_steps``; the per-step call does not check again)."""
-        total, warmup = self.total_steps, self.warmup_steps
-        if self.schedule == "cosine" and (total is None or total <= warmup):
+    def plan(self, total_steps: int | None, warmup_steps: int) -> str | None:
+        """Make the cosine reach 0 at ``total_steps``, after ``warmup_steps`` (the configured
+        value: a resumed run plans again from it).
+
+        A run of no more steps than that warm-up (a smoke run such as ``fast_dev_run``, or
+        a short one) warms up over its first half instead; the returned note says so. A
+        run without a step budget (no max_epochs or max_steps) is refused.
+        """
+        if total_steps is None:
             raise Seq2SeqError(
-                f"the cosine schedule needs more training steps ({total}) than warm-up "
-                f"steps ({warmup}); raise trainer.max_epochs or trainer.max_steps, or lower "
-                "model.warmup_steps"
+                "the cosine schedule needs a number of training steps to reach 0 at; set "
+                "trainer.max_epochs or trainer.max_steps, or use another model.schedule"
             )
+        self.total_steps, self.warmup_steps = total_steps, warmup_steps
+        if total_steps > warmup_steps:
+            return None
+        self.warmup_steps = total_steps // 2
+        return (
+            f"the run has {total_steps} training steps, no more than model.warmup_steps="
+            f"{warmup_steps}: the cosine schedule warms up over {self.warmup_steps} instead"
+        )
 
     def __call__(self, step: int) -> float:
         step = step + 1
@@ -155,7 +181,8 @@ class TranslationTask(pl.LightningModule):
         self.flops_per_batch: int | None = None  # ThroughputMonitor asks; not measured
         self.nonfinite_loss = nonfinite_loss
         self.skipped_batches = 0
-        self.token_nll = nn.ModuleDict({f"{s}_nll": MeanMetric() for s in ("train", "val", "test")})
+        stages = ("train", "val", "test")
+        self.perplexity = nn.ModuleDict({f"{s}_ppl": Perplexity() for s in stages})
         self._hypotheses: dict[int, str] = {}
 
     # -- the shared step ---------------------------------------------------------------
@@ -178,19 +205,17 @@ class TranslationTask(pl.LightningModule):
             on_epoch=True,
             sync_dist=True,  # under DDP, the mean over every process's batches
         )
-        self.token_nll[f"{stage}_nll"].update(nll.detach() / n, weight=n)
-
-    def _log_perplexity(self, stage: str) -> None:
-        """exp of the mean per-token NLL (without smoothing) over the epoch."""
-        mean_nll = float(self.token_nll[f"{stage}_nll"].compute())
-        self.log(f"{stage}_ppl", math.exp(min(mean_nll, 50.0)), sync_dist=True)
-        self.token_nll[f"{stage}_nll"].reset()
+        perplexity = self.perplexity[f"{stage}_ppl"]
+        perplexity.update(nll.detach() / n, weight=n)
+        self.log(f"{stage}_ppl", perplexity, on_step=False, on_epoch=True, batch_size=n)
 
     def on_train_start(self) -> None:
         if self.schedule == "cosine":  # to 0 over the steps max_epochs/max_steps allow
             estimate = self.trainer.estimated_stepping_batches
-            self.lr_factor.total_steps = int(estimate) if math.isfinite(estimate) else None
-            self.lr_factor.check()
+            total = int(estimate) if math.isfinite(estimate) else None
+            note = self.lr_factor.plan(total, self.warmup_steps)
+            if note and self.trainer.is_global_zero:
+                log.info(note)
 
     def on_fit_start(self) -> None:
         if self.nonfinite_loss == "skip" and self.trainer.world_size > 1:
@@ -246,15 +271,12 @@ class TranslationTask(pl.LightningModule):
     on_test_epoch_start = on_validation_epoch_start
 
     def on_validation_epoch_end(self) -> None:
-        self._log_perplexity("val")
         self._score("val")
 
     def on_test_epoch_end(self) -> None:
-        self._log_perplexity("test")
         self._score("test")
 
     def on_train_epoch_end(self) -> None:
-        self._log_perplexity("train")
         self.log(
             "train_skipped_batches", float(self.skipped_batches), sync_dist=True, reduce_fx="sum"
         )
@@ -264,6 +286,9 @@ class TranslationTask(pl.LightningModule):
 
         Under DDP each process decodes its own shard of the split (a few sentences twice,
         where the last shards are padded with repeats); BLEU needs the whole corpus once.
+        Every process gathers here, in ``on_validation_epoch_end``/``on_test_epoch_end``,
+        before any metric of the epoch is computed: Lightning's progress bars, which
+        compute them on process 0 only, read them later (``on_validation_end``).
         """
         if self.trainer.world_size == 1:
             return self._hypotheses
@@ -285,7 +310,8 @@ class TranslationTask(pl.LightningModule):
         self.log(f"{stage}_chrf", scores["chrf"]["score"], sync_dist=True)
         lit = literature_bleu(hyps, refs, datamodule.tgt_lang)  # lowercased, as papers score
         self.log(f"{stage}_bleu_literature", lit["score"], sync_dist=True)
-        rank_zero_info(f"{stage} example: {hyps[0]!r} (reference: {refs[0]!r})")
+        if self.trainer.is_global_zero:
+            log.info(f"{stage} example: {hyps[0]!r} (reference: {refs[0]!r})")
 
     # -- optimisation and checkpoints --------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:

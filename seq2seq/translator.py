@@ -1,9 +1,10 @@
-"""Translating text with a trained model: tokenise, batch by length, search, detokenise."""
+"""Translating text with a trained model: tokenise, batch by length, search, detokenise;
+all lines at once (``translate_lines``) or streamed in chunks (``translate_stream``)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +15,10 @@ from seq2seq.checkpoint import Trained
 from seq2seq.search import Hypothesis, translate_batch
 
 log = logging.getLogger("seq2seq")
+
+# A streamed chunk holds about this many batches' worth of source pieces: enough for
+# batching by length to pay, few enough that the first output comes within seconds.
+CHUNK_BATCHES = 4
 
 
 @dataclass
@@ -52,12 +57,77 @@ def translate_lines(
     progress: bool = False,
     max_source_len: int = 512,
 ) -> list[Translation]:
-    """Translate ``lines`` in their order; blank lines give empty translations.
+    """Translate ``lines`` in their order, all in one pass (batched by length over all of
+    them); blank lines give empty translations.
 
     A line longer than ``max_source_len`` pieces is cut to that length, with a warning
     naming the line: the output of one very long line would otherwise take minutes.
     """
+    bar = tqdm(total=len(lines), desc="translating", unit="sent", disable=not progress)
+    src_ids = trained.vocab.src.encode_batch(list(lines))
+    chunk = _Chunk(0, list(lines), src_ids)
+    results = _translate_chunk(trained, chunk, search, max_tokens, max_source_len, return_attention)
+    bar.update(len(lines))
+    bar.close()
+    return results
+
+
+def translate_stream(
+    trained: Trained,
+    lines: Iterable[str | None],
+    search: SearchSettings,
+    max_tokens: int = 4096,
+    progress: bool = False,
+    max_source_len: int = 512,
+) -> Iterator[Translation]:
+    """Translate ``lines`` as they come, yielding translations in input order.
+
+    Lines are translated in chunks of about ``CHUNK_BATCHES * max_tokens`` source pieces,
+    sorted by length inside a chunk for batching; a ``None`` in ``lines`` (the input
+    paused, see ``arriving_lines``) ends a chunk early. Memory holds one chunk, whatever
+    the length of the input, and the first translations come after the first chunk.
+    """
+    budget = CHUNK_BATCHES * max_tokens
+    bar = tqdm(desc="translating", unit="sent", disable=not progress)
+    chunk = _Chunk(0, [], [])
+    pieces = 0
+    for line in lines:
+        if line is not None:
+            ids = trained.vocab.src.encode(line) if line.strip() else []
+            chunk.lines.append(line)
+            chunk.src_ids.append(ids)
+            pieces += min(len(ids), max_source_len) + 1
+        if chunk.lines and (line is None or pieces >= budget):
+            yield from _translate_chunk(trained, chunk, search, max_tokens, max_source_len)
+            bar.update(len(chunk.lines))
+            chunk = _Chunk(chunk.first + len(chunk.lines), [], [])
+            pieces = 0
+    if chunk.lines:
+        yield from _translate_chunk(trained, chunk, search, max_tokens, max_source_len)
+        bar.update(len(chunk.lines))
+    bar.close()
+
+
+@dataclass
+class _Chunk:
+    """Consecutive input lines: ``first`` is the 0-based position of the first one."""
+
+    first: int
+    lines: list[str]
+    src_ids: list[list[int]]
+
+
+def _translate_chunk(
+    trained: Trained,
+    chunk: _Chunk,
+    search: SearchSettings,
+    max_tokens: int,
+    max_source_len: int,
+    return_attention: bool = False,
+) -> list[Translation]:
+    """The translations of ``chunk.lines`` in their order, batched by length."""
     vocab = trained.vocab
+    lines = chunk.lines
     results: list[Translation | None] = [None] * len(lines)
     nonblank = []
     for i, line in enumerate(lines):
@@ -65,15 +135,14 @@ def translate_lines(
             nonblank.append(i)
         else:
             results[i] = Translation(line, [""], [Hypothesis([], 0.0, 0.0)])
-    src_ids = vocab.src.encode_batch([lines[i] for i in nonblank])
+    src_ids = [chunk.src_ids[i] for i in nonblank]
     for position, ids in enumerate(src_ids):
         if len(ids) > max_source_len:
             log.warning(
                 "line %d has %d pieces: translating its first %d (raise --max-source-len)",
-                nonblank[position] + 1, len(ids), max_source_len,
+                chunk.first + nonblank[position] + 1, len(ids), max_source_len,
             )  # fmt: skip
             src_ids[position] = ids[:max_source_len]
-    bar = tqdm(total=len(nonblank), desc="translating", unit="sent", disable=not progress)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=search.bf16)
     with torch.inference_mode(), autocast:
         for batch in source_batches(src_ids, max_tokens, vocab.spec.pad_id, vocab.spec.eos_id):
@@ -92,6 +161,4 @@ def translate_lines(
                 line = lines[nonblank[position]]
                 texts = [vocab.tgt.decode(h.tokens) for h in hyps]
                 results[nonblank[position]] = Translation(line, texts, hyps)
-            bar.update(len(nbests))
-    bar.close()
     return results  # type: ignore[return-value]

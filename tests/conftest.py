@@ -16,6 +16,14 @@ from seq2seq.cli import main  # noqa: E402
 from seq2seq.corpus import write_corpus  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+FITTING_FIXTURES = {"trained_run", "trained_transformer"}  # each runs `seq2seq fit`
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs a trained model is slow (``make test-fast`` leaves it out)."""
+    for item in items:
+        if FITTING_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -90,7 +90,7 @@ def test_alignments_score_against_themselves_perfectly(trained_run, test_files, 
     src, ref = test_files
     out = tmp_path / "self"
     main(["attention", "--ckpt", str(trained_run["ckpt"]), "--src", str(src), "--ref", str(ref),
-          "--out", str(out), "--limit", "0"])  # fmt: skip
+          "--out", str(out), "--limit", "1"])  # fmt: skip
     capsys.readouterr()
     hyp = out / "alignments.txt"
     main(["align-score", "--gold", str(hyp), "--hyp", str(hyp)])
@@ -126,9 +126,7 @@ def test_positional_encoding_plots(tmp_path, capsys):
     ("args", "message"),
     [
         (["--positional-encoding", "--dim", "32"], "--positional-encoding needs --dim D and"),
-        (["--positional-encoding", "--dim", "1", "--len", "5"], "--dim must be at least 2"),
         ([], "attention needs --ckpt and --src"),
-        (["CKPT", "--src", "SRC", "--threshold", "1.5"], "--threshold must be in (0, 1]"),
         (["CKPT", "--src", "SRC", "--ref", "REF"], "has 7 lines but"),
         (["CKPT", "--src", "SRC", "--layer", "0"], "has no layers to choose"),
     ],
@@ -171,6 +169,6 @@ def test_transformer_layers_and_heads(trained_transformer, test_files, tmp_path,
 def test_gold_file_from_the_attention_output_reads_as_sure_links(trained_run, test_files, tmp_path):
     src, ref = test_files
     main(["attention", "--ckpt", str(trained_run["ckpt"]), "--src", str(src), "--ref", str(ref),
-          "--out", str(tmp_path), "--limit", "0"])  # fmt: skip
+          "--out", str(tmp_path), "--limit", "1"])  # fmt: skip
     gold = read_gold(tmp_path / "alignments.txt")
     assert [g.sure for g in gold] == read_links(tmp_path / "alignments.txt")

@@ -93,6 +93,7 @@ def highlighted(driver) -> list[str]:
     return [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#sentence-0 .src .tok.hl")]
 
 
+@pytest.mark.slow  # a headless browser
 def test_hovering_a_target_token_highlights_its_source_tokens(browser, tmp_path):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By

@@ -24,6 +24,7 @@ print(repr(layer.weight.grad.sum().item()))
 
 
 @pytest.mark.skipif(not GLIBC, reason="mallopt is a glibc function")
+@pytest.mark.slow  # trains in two child processes
 def test_keeping_freed_memory_changes_no_result():
     """In fresh processes (mallopt affects the whole process): same gradients either way."""
     results = [

@@ -235,6 +235,7 @@ def test_every_script_imports(name: str):
     load_script(name)
 
 
+@pytest.mark.slow  # trains two models
 def test_the_speed_benchmark_step_trains_both_contenders():
     import torch
 

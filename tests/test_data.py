@@ -60,8 +60,9 @@ def column(rows: TokenisedRows, name: str) -> list:
 
 
 def module(source: str | Path, cache: Path, **settings: Any) -> TranslationDataModule:
-    options = {"vocab_size": 400, "max_tokens": 200, "max_len": MAX_LEN, "cache_dir": str(cache)}
-    return TranslationDataModule(str(source), "en", "de", **{**options, **settings})
+    options = {"src_lang": "en", "tgt_lang": "de", "vocab_size": 400, "max_tokens": 200}
+    options.update(max_len=MAX_LEN, cache_dir=str(cache))
+    return TranslationDataModule(str(source), **{**options, **settings})
 
 
 def test_vocab_is_ready_before_setup(folder: Path, tmp_path: Path) -> None:
@@ -266,3 +267,34 @@ def test_an_interrupted_tokenising_leaves_no_files(
     monkeypatch.undo()
     rows, _ = data.tokenised("train")  # and the next run starts afresh
     assert len(rows) == 295
+
+
+def test_the_same_language_on_both_sides_is_refused_unless_asked_for(
+    folder: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(DataError, match="both 'en': .* set data.allow_same_language true"):
+        TranslationDataModule(str(folder), "en", "en", cache_dir=str(tmp_path))
+    data = module(folder, tmp_path, tgt_lang="en", allow_same_language=True)
+    data.setup("fit")
+    rows, _ = data.tokenised("train")
+    assert column(rows, "src_ids") == column(rows, "tgt_ids")
+
+
+def test_a_token_budget_below_the_longest_pair_warns_once_with_the_batch_size(
+    folder: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = module(folder, tmp_path, max_tokens=1)
+    with caplog.at_level(logging.WARNING, logger="seq2seq"):
+        data.setup("fit")
+        loader = data.train_dataloader()
+        data.train_dataloader()  # Lightning may ask again (reload_dataloaders_every_n_epochs)
+    assert [m for m in caplog.messages if "max_tokens" in m] == [
+        "data.max_tokens=1 is below the 21 positions of the longest training pair "
+        "data.max_len=20 allows: every pair over 1 positions is a batch of its own; the 295 "
+        "training pairs make 295 batches of 1.0 pairs on average"
+    ]
+    assert {len(batch.ids) for batch in loader} == {1}
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="seq2seq"):
+        module(folder, tmp_path, max_tokens=21).train_dataloader()  # holds the longest
+    assert not [m for m in caplog.messages if "max_tokens" in m]

@@ -5,12 +5,15 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
 import torch
 from tiny_run import tiny_config, write_config
 
 from seq2seq.checkpoint import load_trained
 from seq2seq.cli import main
 from seq2seq.translator import SearchSettings, translate_lines
+
+pytestmark = pytest.mark.slow  # two fits
 
 
 def fit(trained_run: dict, root: Path) -> Path:

@@ -280,14 +280,3 @@ def test_mixed_scripts_and_emoji_round_trip_and_translate(
     ckpt = str(trained_run["ckpt"])
     main(["translate", "--ckpt", ckpt, "--input", str(tmp_path / "mixed.txt"), "--beam", "2"])
     assert len(capsys.readouterr().out.splitlines()) == len(MIXED)
-
-
-def test_cosine_schedule_shorter_than_its_warm_up(
-    trained_run: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = str(run_config(trained_run, tmp_path))
-    args = ["--model.schedule", "cosine", "--model.warmup_steps", "1000"]
-    code, message = cli_error(capsys, "fit", "--config", config, *args)
-    assert code == 1
-    assert message.startswith("the cosine schedule needs more training steps (")
-    assert "than warm-up steps (1000); raise trainer.max_epochs" in message

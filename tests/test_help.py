@@ -139,6 +139,7 @@ def test_predict_is_not_offered(tmp_path, capsys):
     assert line.startswith("seq2seq: error: ") and "'predict'" in line
 
 
+@pytest.mark.slow  # `seq2seq fit --help` in a child process
 def test_fit_help_describes_every_option_of_the_task_and_the_data(fit_help):
     options = option_help(fit_help)
     assert "--model.lr" in options and "--data.max_tokens" in options
@@ -146,6 +147,7 @@ def test_fit_help_describes_every_option_of_the_task_and_the_data(fit_help):
     assert undescribed(fit_help, "--data.") == []
 
 
+@pytest.mark.slow  # `seq2seq fit --help` in a child process
 def test_fit_help_lists_every_model_family(fit_help):
     families = {cls.__name__ for cls in concrete_subclasses(EncoderDecoder)}
     assert {"RNNSeq2Seq", "Transformer"} <= families

@@ -14,6 +14,8 @@ from tiny_run import tiny_config, write_config
 
 from seq2seq.cli import main
 
+pytestmark = pytest.mark.slow  # fits
+
 POISONED_STEP = 3
 TRAIN_BATCHES = 8
 

@@ -1,4 +1,5 @@
-"""Resuming exactly: a run killed mid-epoch and resumed ends with the same weights."""
+"""Resuming with the shipped configs' checkpoint layout: every kind of stop, then
+``fit --ckpt_path last``, ends with the weights of a run that was never stopped."""
 
 from __future__ import annotations
 
@@ -11,81 +12,173 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_run import tiny_config, write_config
+import yaml
+from tiny_run import run_seq2seq
 
 from seq2seq.checkpoint_io import SafeCheckpointIO
 from seq2seq.cli import main
 from seq2seq.corpus import write_corpus
 
+pytestmark = pytest.mark.slow  # fits stopped and resumed
+
+REPO = Path(__file__).resolve().parents[1]
 EPOCHS = 3
 
 
-def config(root: Path, corpus: Path, schedule: str) -> Path:
-    """The tiny run with dropout on, three epochs and a fresh `last` after every step."""
-    settings = tiny_config(root, corpus)
+def shipped_copy(folder: Path, corpus: Path, shipped: str = "multi30k/en-de/bahdanau.yaml") -> Path:
+    """A shipped config as it is (checkpoint block included), pointed at the tiny corpus
+    with small sizes, and its run root inside ``folder``."""
+    settings = yaml.safe_load((REPO / "configs" / shipped).read_text())
     settings["seed_everything"] = 7
-    settings["trainer"].update(max_epochs=EPOCHS, default_root_dir=str(root), log_every_n_steps=1)
-    settings["checkpoint"] = {
-        "dirpath": str(root / "checkpoints"),
-        "every_n_train_steps": 1,  # a fresh `last` after every step: kills land mid-epoch
-        "save_top_k": 0,
-    }
-    settings["model"]["model"]["init_args"]["dropout"] = 0.3
-    settings["model"].update(lr=0.003, warmup_steps=5, schedule=schedule)
-    settings["data"].update(max_tokens=400, cache_dir=str(root.parent / "cache"))
-    return write_config(root.with_suffix(".yaml"), settings)
+    trainer = settings["trainer"]
+    trainer.pop("max_time", None)
+    trainer.update(
+        max_epochs=EPOCHS,
+        precision="32-true",
+        default_root_dir=str(folder / "run"),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=1,
+    )
+    settings["early_stopping"] = {"patience": 100}
+    model = settings["model"]
+    model["model"]["init_args"].update(embed_size=16, hidden_size=16)
+    model["model"]["init_args"]["attention"]["init_args"]["hidden_size"] = 16
+    model.update(lr=0.003, warmup_steps=5)
+    settings["data"].update(
+        source=str(corpus),
+        val_split="val",
+        test_split="test",
+        vocab_size=400,
+        max_tokens=400,
+        cache_dir=str(corpus.parent / "cache"),
+    )
+    path = folder / "config.yaml"
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(settings))
+    return path
 
 
-def fit(cfg: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(cfg), *extra]
+def with_callback(config: Path, **pause: object) -> Path:
+    """The config with a PauseAt callback (tests/pause_at.py) added."""
+    settings = yaml.safe_load(config.read_text())
+    settings["trainer"]["callbacks"] = [{"class_path": "pause_at.PauseAt", "init_args": pause}]
+    config.write_text(yaml.safe_dump(settings))
+    return config
+
+
+def fit(config: Path, *extra: str) -> subprocess.Popen:
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{tests}:{os.getcwd()}"}
+    command = [sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(config), *extra]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
 
-def final_weights(root: Path) -> dict[str, torch.Tensor]:
-    return torch.load(root / "checkpoints/last.ckpt", weights_only=True)["state_dict"]
+def finish(run: subprocess.Popen, status: int = 0) -> str:
+    _, err = run.communicate(timeout=300)
+    assert run.returncode == status, err.decode()[-3000:]
+    return err.decode()
 
 
-def step_of(checkpoint: Path) -> int:
-    try:
-        return int(torch.load(checkpoint, weights_only=True)["global_step"])
-    except (FileNotFoundError, RuntimeError, EOFError):
-        return -1
+def last(folder: Path) -> dict:
+    return torch.load(folder / "run/checkpoints/last.ckpt", weights_only=True)
 
 
-@pytest.mark.parametrize("schedule", ["inverse_sqrt", "cosine"])
-def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_weights(tmp_path, schedule):
-    corpus = tmp_path / "corpus"
-    write_corpus(corpus, seed=5, sizes={"train": 240, "val": 12, "test": 12})
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("resume") / "corpus"
+    write_corpus(path, seed=5, sizes={"train": 240, "val": 12, "test": 12})
+    return path
 
-    straight = tmp_path / "straight"
-    run = fit(config(straight, corpus, schedule))
-    assert run.wait(timeout=300) == 0, run.stderr.read().decode()[-2000:]
-    total_steps = int(
-        torch.load(straight / "checkpoints/last.ckpt", weights_only=True)["global_step"]
-    )
-    steps_per_epoch = total_steps // EPOCHS
 
-    killed = tmp_path / "killed"
-    cfg = config(killed, corpus, schedule)
-    run = fit(cfg)
-    target = steps_per_epoch + steps_per_epoch // 2  # the middle of the second epoch
-    while step_of(killed / "checkpoints/last.ckpt") < target:
-        assert run.poll() is None, "training ended before it could be killed"
+@pytest.fixture(scope="module")
+def straight(corpus) -> dict:
+    """The uninterrupted run: its final checkpoint."""
+    folder = corpus.parent / "straight"
+    finish(fit(shipped_copy(folder, corpus)))
+    return last(folder)
+
+
+def wait_for(marker: Path, run: subprocess.Popen) -> None:
+    while not marker.exists():
+        assert run.poll() is None, run.stderr.read().decode()[-3000:]
         time.sleep(0.05)
-    os.kill(run.pid, signal.SIGKILL)
-    run.wait()
-    stopped_at = step_of(killed / "checkpoints/last.ckpt")
-    assert 0 < stopped_at < total_steps and stopped_at % steps_per_epoch, "not mid-epoch"
 
-    resumed = fit(cfg, "--ckpt_path", "last")
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
-    expected, actual = final_weights(straight), final_weights(killed)
-    assert expected.keys() == actual.keys()
-    largest = max(float((expected[k].float() - actual[k].float()).abs().max()) for k in expected)
-    print(f"killed at step {stopped_at} of {total_steps}; largest weight difference {largest:.1e}")
-    for key in expected:
-        assert torch.allclose(expected[key], actual[key], atol=1e-6), key
+
+def stop(kind: str, config: Path, steps_per_epoch: int) -> None:
+    """Run ``config`` until stopped by ``kind`` in the middle of the second epoch."""
+    middle = steps_per_epoch + steps_per_epoch // 2
+    if kind == "max_steps":
+        finish(fit(config, "--trainer.max_steps", str(middle)))
+    elif kind == "max_time":  # steps of at least 0.4 s, a limit of 2 s: stops mid-run
+        finish(fit(with_callback(config, sleep=0.4), "--trainer.max_time", "00:00:00:02"))
+    else:
+        marker = config.parent / "paused"
+        run = fit(with_callback(config, step=middle, marker=str(marker)))
+        wait_for(marker, run)
+        signum = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
+        run.send_signal(signum[kind])
+        if kind == "sigkill":
+            run.wait()
+        else:
+            err = finish(run, 128 + signum[kind])
+            assert f"at step {middle}: " in err and "last.ckpt" in err, err[-2000:]
+
+
+@pytest.mark.parametrize("kind", ["max_steps", "max_time", "sigint", "sigterm", "sigkill"])
+def test_a_stopped_run_resumes_to_the_uninterrupted_weights(corpus, straight, tmp_path, kind):
+    total = int(straight["global_step"])
+    config = shipped_copy(tmp_path, corpus)
+    stop(kind, config, total // EPOCHS)
+    stopped = last(tmp_path)
+    stopped_at = int(stopped["global_step"])
+    assert 0 < stopped_at < total, stopped_at
+    if kind != "sigkill":  # a stop that can write last.ckpt writes it at the step it stopped
+        assert stopped_at % (total // EPOCHS), "the stop is not mid-epoch"
+    with_callback(config)  # no pause, no sleep
+    err = finish(fit(config, "--ckpt_path", "last", "--trainer.max_time", "null"))
+    assert f"resuming from {tmp_path / 'run/checkpoints/last.ckpt'} at step {stopped_at}" in err
+    resumed = last(tmp_path)
+    assert resumed["global_step"] == total
+    for key, value in straight["state_dict"].items():
+        assert torch.allclose(value, resumed["state_dict"][key], atol=1e-6), key
+
+
+def test_resume_finds_the_newest_last_checkpoint_of_the_root(corpus, tmp_path):
+    config = shipped_copy(tmp_path, corpus)
+    first = run_seq2seq("fit", "--config", str(config), "--trainer.max_epochs", "1")
+    assert first.returncode == 0, first.stderr[-2000:]
+    # the layout of older versions: checkpoints inside the log version folder
+    old = tmp_path / "run/logs/version_0/checkpoints"
+    (tmp_path / "run/checkpoints").rename(old)
+    again = run_seq2seq("fit", "--config", str(config), "--ckpt_path", "last")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"resuming from {old / 'last.ckpt'} at step " in again.stderr
+    assert int(last(tmp_path)["epoch"]) == EPOCHS - 1  # continued into the stable folder
+
+
+def test_resume_with_nothing_to_resume_is_one_line(corpus, tmp_path):
+    config = shipped_copy(tmp_path, corpus)
+    result = run_seq2seq("fit", "--config", str(config), "--ckpt_path", "last")
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("seq2seq: error: ")
+    assert (
+        "no checkpoint to resume from" in result.stderr and "leave out --ckpt_path" in result.stderr
+    )
+    assert not (tmp_path / "run/logs").exists()
+
+
+def test_demo_checkpoints_follow_the_root_dir(corpus, tmp_path):
+    root = tmp_path / "elsewhere"
+    result = run_seq2seq(
+        "fit", "--config", str(REPO / "configs/demo.yaml"), "--trainer.default_root_dir", str(root),
+        "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false",
+        "--data.source", str(corpus), "--data.vocab_size", "400",
+        "--data.cache_dir", str(tmp_path / "cache"), "--model.model.init_args.embed_size", "16",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (root / "checkpoints/best.ckpt").is_file() and (root / "checkpoints/last.ckpt").is_file()
 
 
 def test_fit_writes_checkpoints_through_the_atomic_writer(trained_run, tmp_path, monkeypatch):
@@ -97,8 +190,11 @@ def test_fit_writes_checkpoints_through_the_atomic_writer(trained_run, tmp_path,
         write(self, checkpoint, path, storage_options)
 
     monkeypatch.setattr(SafeCheckpointIO, "save_checkpoint", recording)
+    from tiny_run import tiny_config, write_config
+
     settings = tiny_config(tmp_path, trained_run["corpus"])
     settings["trainer"]["max_epochs"] = 1
     main(["fit", "--config", str(write_config(tmp_path / "one.yaml", settings))])
     assert "last.ckpt" in saved
-    assert sorted(p.name for p in (tmp_path / "run/checkpoints").iterdir()) == sorted(set(saved))
+    checkpoints = (tmp_path / "run/checkpoints").iterdir()
+    assert sorted(p.name for p in checkpoints if p.suffix == ".ckpt") == sorted(set(saved))

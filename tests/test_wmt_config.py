@@ -77,6 +77,7 @@ def test_a_missing_language_is_named(wmt_like: Path, tmp_path: Path) -> None:
         _ = data.vocab
 
 
+@pytest.mark.slow  # builds Transformer base
 def test_the_shipped_config_parses() -> None:
     printed = run_seq2seq("fit", "--config", str(CONFIG), "--print_config")
     assert printed.returncode == 0, printed.stderr[-2000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -54,14 +55,25 @@ def write_config(path: Path, config: dict) -> Path:
 
 def run_seq2seq(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess:
     """`seq2seq ARGS` in a child process; configs may name classes from the tests folder
-    (e.g. a callback in test_nonfinite_loss), which is put on its PYTHONPATH."""
+    (e.g. a callback in test_nonfinite_loss), which is put on its PYTHONPATH.
+
+    The command runs in a session of its own: at the timeout, every process it started
+    (e.g. the other DDP processes) is killed with it, and TimeoutExpired is raised."""
     tests = str(Path(__file__).parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run(
+    with subprocess.Popen(
         [sys.executable, "-m", "seq2seq.cli", *args],
-        input=stdin,
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         env=env,
-    )
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

@@ -22,6 +22,7 @@ from torch import Tensor  # noqa: E402
 
 from seq2seq.alignment.collect import SentenceAttention  # noqa: E402
 from seq2seq.alignment.maps import as_layers_heads, check_layer  # noqa: E402
+from seq2seq.atomic import write_atomically
 
 INCH_PER_PIECE = 0.26
 CMAP = "Blues"
@@ -72,11 +73,18 @@ def draw_windows(ax: Axes, centres: Tensor, windows: Tensor) -> None:
     ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
 
 
-def _save(fig: Figure, path: str | Path, dpi: int = 100) -> Path:
+def save_figure(fig: Figure, path: str | Path, dpi: int = 100) -> Path:
+    """Write ``fig`` as an image (of the type of ``path``'s suffix), atomically; close it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)  # titles never cut
-    plt.close(fig)
+    try:
+        write_atomically(
+            path,  # tight: titles never cut
+            lambda file: fig.savefig(
+                file, format=path.suffix[1:], dpi=dpi, bbox_inches="tight", pad_inches=0.1
+            ),
+        )
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -106,7 +114,7 @@ def plot_attention(
     ax.xaxis.set_label_position("top")
     fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_attention_grid(
@@ -157,7 +165,7 @@ def plot_attention_grid(
                 f"L{l_index + 1} H{h_index + 1}",
                 fontsize=8,
             )
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def draw_sentence(sentence: SentenceAttention, path: str | Path, layer: int = -1) -> Path:

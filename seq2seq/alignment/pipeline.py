@@ -11,6 +11,8 @@ Into the output folder:
 - ``stats.json``: corpus and per-sentence statistics (``stats.py``);
 - ``report.html``: the interactive report of the sentences drawn.
 
+Every file is written atomically (``atomic.py``): a full disk leaves a file's old content.
+
 Alignments and statistics use each sentence's summary map (``maps.summary_map``) with
 the target EOS row left out and every row rescaled to sum to 1, merged into words.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +48,7 @@ from seq2seq.alignment.maps import check_layer_choice, normalise_rows, summary_m
 from seq2seq.alignment.report import write_report
 from seq2seq.alignment.stats import CorpusStats, SentenceStats, sentence_stats
 from seq2seq.alignment.words import merge_to_words, word_spans, words
+from seq2seq.atomic import output_folder, write_atomically
 from seq2seq.checkpoint import Trained
 from seq2seq.translator import SearchSettings
 
@@ -146,8 +150,8 @@ def _backward_links(
 
 
 def _write_lines(path: Path, lines: Sequence[str]) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
+    text = "".join(line + "\n" for line in lines)
+    return write_atomically(path, lambda file: file.write(text.encode("utf-8")))
 
 
 def _pharaoh(links: Mapping[int, set[Link]], n: int) -> list[str]:
@@ -174,8 +178,7 @@ def inspect_attention(
     for model in (trained, reverse):
         if model is not None:
             check_layer_choice(options.layer, head_axes(model))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
     if references is not None:
         stream = reference_attention(
             trained, sources, references, options.max_tokens, options.progress
@@ -189,7 +192,8 @@ def inspect_attention(
             options.progress,
             options.max_source_len,
         )
-    kept = _analyse(stream, options, out)
+    with closing(stream):  # a write failing mid-way still ends the stream's inference mode
+        kept = _analyse(stream, options, out)
     n = len(sources)
     targets = [kept.targets[i] for i in range(n)]
     files: list[Path] = []
@@ -211,11 +215,8 @@ def inspect_attention(
         links = {**links, **{i: symmetrize(links[i], b, how) for i, b in backward.items()}}
     pharaoh = _pharaoh(links, n)
     files.append(_write_lines(out / "alignments.txt", pharaoh))
-    stats_path = out / "stats.json"
-    stats_path.write_text(
-        json.dumps(kept.stats.as_json(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    files.append(stats_path)
+    stats = json.dumps(kept.stats.as_json(), indent=1, ensure_ascii=False) + "\n"
+    files.append(write_atomically(out / "stats.json", lambda file: file.write(stats.encode())))
     shown = sorted(kept.shown, key=lambda s: s.index)
     files.append(
         write_report(

@@ -15,6 +15,8 @@ matplotlib.use("Agg")  # files only; never needs a display
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from seq2seq.alignment.heatmap import save_figure  # noqa: E402
+from seq2seq.atomic import output_folder  # noqa: E402
 from seq2seq.errors import Seq2SeqError  # noqa: E402
 from seq2seq.transformer import sinusoidal_table  # noqa: E402
 
@@ -31,8 +33,7 @@ def plot_positional_encoding(dim: int, length: int, out_dir: str | Path) -> list
     if dim < 2 or length < 1:
         raise Seq2SeqError(f"--dim must be at least 2 and --len at least 1 (got {dim}, {length})")
     table = sinusoidal_table(length, dim).numpy()  # [N, d]
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
 
     fig, ax = plt.subplots(figsize=(9, 4))
     for column in curve_columns(dim):
@@ -43,9 +44,7 @@ def plot_positional_encoding(dim: int, length: int, out_dir: str | Path) -> list
     ax.set_title(f"Sinusoidal positional encoding, d = {dim}: selected dimensions")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    curves = out / "positional_encoding_curves.png"
-    fig.savefig(curves, dpi=100)
-    plt.close(fig)
+    curves = save_figure(fig, out / "positional_encoding_curves.png")
 
     fig, ax = plt.subplots(figsize=(9, max(3.0, min(12.0, 2.0 + length * 0.05))))
     image = ax.imshow(table, cmap="RdBu", vmin=-1.0, vmax=1.0, aspect="auto", interpolation="none")
@@ -54,7 +53,5 @@ def plot_positional_encoding(dim: int, length: int, out_dir: str | Path) -> list
     ax.set_title(f"Sinusoidal positional encoding: {length} positions x {dim} dimensions")
     fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
     fig.tight_layout()
-    heatmap = out / "positional_encoding_heatmap.png"
-    fig.savefig(heatmap, dpi=100)
-    plt.close(fig)
+    heatmap = save_figure(fig, out / "positional_encoding_heatmap.png")
     return [curves, heatmap]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from seq2seq.alignment.collect import SentenceAttention
 from seq2seq.alignment.maps import as_layers_heads, check_layer
+from seq2seq.atomic import write_atomically
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -223,7 +224,4 @@ def write_report(
         script=SCRIPT,
         data=_json_for_script(data),
     )
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
-    return path
+    return write_atomically(path, lambda file: file.write(page.encode("utf-8")))

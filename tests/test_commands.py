@@ -1,0 +1,159 @@
+"""The commands beside Lightning's: every option checked before any work, in one line with
+its range; help that shows defaults and ranges; checkpoints that are folders or other zips
+named as such."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from seq2seq.cli import main
+
+ERROR = "seq2seq: error: "
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Run `seq2seq ARGS`; its exit status and its one error line (without the prefix)."""
+    with pytest.raises(SystemExit) as stopped:
+        main(list(args))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1 and err.startswith(ERROR), err
+    return stopped.value.code, err.strip().removeprefix(ERROR)
+
+
+class UnreadableStdin(io.TextIOWrapper):
+    """A stdin that fails the test when read: the error must come before any input."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO())
+
+    @property
+    def buffer(self):  # type: ignore[override]
+        raise AssertionError("stdin was read before the options were checked")
+
+
+TRANSLATE = ["translate", "--ckpt", "no-such.ckpt"]
+ATTENTION = ["attention", "--ckpt", "no-such.ckpt", "--src", "x", "--out", "out"]
+
+
+INT_1 = "an integer >= 1"
+EVALUATE = ["evaluate", "--ckpt", "c", "--src", "s", "--ref", "r"]
+POSITIONAL = ["attention", "--positional-encoding", "--len", "5", "--out", "o"]
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "value", "accepted"),
+    [
+        (TRANSLATE, "--beam", "0", INT_1),
+        (TRANSLATE, "--beam", "-1", INT_1),
+        (TRANSLATE, "--beam", "two", INT_1),
+        (TRANSLATE, "--n-best", "0", INT_1),
+        (TRANSLATE, "--n-best", "7", "an integer in [1, --beam 5]"),
+        (TRANSLATE, "--max-tokens", "0", INT_1),
+        (TRANSLATE, "--max-tokens", "-5", INT_1),
+        (TRANSLATE, "--max-len-ratio", "-1", "a number >= 0"),
+        (TRANSLATE, "--max-len-offset", "-100", "an integer >= 0"),
+        (TRANSLATE, "--max-source-len", "0", INT_1),
+        (TRANSLATE, "--length-penalty", "-5", "a number >= 0"),
+        (TRANSLATE, "--length-penalty", "nan", "a number >= 0"),
+        (EVALUATE, "--beam", "0", INT_1),
+        (EVALUATE, "--max-tokens", "0", INT_1),
+        (ATTENTION, "--limit", "-1", INT_1),
+        (ATTENTION, "--limit", "0", INT_1),
+        (ATTENTION, "--threshold", "1.5", "a number in (0, 1]"),
+        (ATTENTION, "--threshold", "0", "a number in (0, 1]"),
+        (ATTENTION, "--max-source-len", "0", INT_1),
+        (POSITIONAL, "--dim", "1", "an integer >= 2"),
+    ],
+)
+def test_each_option_out_of_range_is_one_line_before_any_work(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    option: str,
+    value: str,
+    accepted: str,
+) -> None:
+    monkeypatch.setattr("sys.stdin", UnreadableStdin())
+    status, error = one_line_error(capsys, *args, option, value)
+    assert status == 2
+    got = repr(value) if value == "two" else value
+    assert (
+        error == f"argument {option}: must be {accepted}, got {got} (see seq2seq {args[0]} --help)"
+    )
+
+
+def test_output_into_a_missing_folder_is_refused_before_reading_input(
+    trained_run: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", UnreadableStdin())
+    out = tmp_path / "missing" / "out.txt"
+    status, error = one_line_error(
+        capsys, "translate", "--ckpt", str(trained_run["ckpt"]), "--output", str(out)
+    )
+    assert (status, error) == (1, f"--output {out}: the folder {out.parent} does not exist")
+
+
+def test_a_missing_checkpoint_is_refused_before_reading_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", UnreadableStdin())
+    missing = tmp_path / "nope.ckpt"
+    status, error = one_line_error(capsys, "translate", "--ckpt", str(missing))
+    assert (status, error) == (1, f"checkpoint not found: {missing}")
+
+
+def test_a_folder_given_as_checkpoint_names_the_checkpoint_inside(
+    trained_run: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = trained_run["root"] / "run"
+    status, error = one_line_error(capsys, "translate", "--ckpt", str(run))
+    expected = f"{run} is a folder, not a checkpoint (did you mean {run}/checkpoints/last.ckpt?)"
+    assert (status, error) == (1, expected)
+    status, error = one_line_error(capsys, "evaluate", "--ckpt", str(tmp_path), "--src", "s",
+                                   "--ref", "r")  # fmt: skip
+    assert error == f"{tmp_path} is a folder, not a checkpoint (it holds no last.ckpt or best.ckpt)"
+
+
+def test_a_zip_that_is_not_a_checkpoint_is_named_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = tmp_path / "notes.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("notes/readme.txt", "not weights")
+    status, error = one_line_error(capsys, "average", "--ckpts", str(archive), "--out", "o.ckpt")
+    assert (status, error) == (
+        1,
+        f"{archive} is a zip archive but not a torch checkpoint (it has no data.pkl record)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("translate", ["beam size; 1 is greedy search (an integer >= 1; default: 5)",
+                       "(an integer >= 1; default: 4096)", "(a number >= 0; default: 1.5)",
+                       "(an integer >= 0; default: 10)", "(an integer >= 1; default: 512)",
+                       "at most --beam (an integer >= 1; default: 1)", "(a number >= 0)"]),
+        ("evaluate", ["(an integer >= 1; default: 5)", "(an integer >= 1; default: 4096)"]),
+        ("attention", ["(an integer >= 1; default: 1)", "(an integer >= 1; default: 20)",
+                       "(a number in (0, 1]; default: 0.3)", "(default: grow-diag)",
+                       "(default: argmax)", "(an integer >= 2)"]),
+        ("average", ["checkpoints to average"]),
+        ("align-score", ["the gold file counts from 1"]),
+        ("corpus", ["(default: 1)", "(default: en)", "(default: de)"]),
+    ],
+)  # fmt: skip
+def test_help_shows_defaults_and_ranges(
+    capsys: pytest.CaptureFixture[str], command: str, shown: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main([command, "--help"])
+    assert stopped.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for part in shown:
+        assert part in text, part
