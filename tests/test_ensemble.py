@@ -4,11 +4,14 @@ are one, families mix, and vocabularies must agree."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
+from tiny_run import run_seq2seq
 
 from seq2seq.checkpoint import load_trained
+from seq2seq.cli import main
 from seq2seq.ensemble import Ensemble, load_ensemble
 from seq2seq.errors import CheckpointError
 from seq2seq.model import VocabSpec
@@ -127,3 +130,28 @@ def test_checkpoints_with_other_vocabularies_are_refused_naming_both(trained_run
     message = str(refused.value)
     assert str(ckpt) in message and "other.ckpt" in message
     assert "target vocabularies differ" in message and "\n" not in message
+
+
+def test_translate_with_the_same_checkpoint_twice_equals_once(trained_run):
+    ckpt, source = str(trained_run["ckpt"]), trained_run["corpus"] / "test.en"
+    search = ["--input", str(source), "--beam", "3", "--n-best", "2"]  # with scores
+    once = run_seq2seq("translate", "--ckpt", ckpt, *search)
+    twice = run_seq2seq("translate", "--ckpt", ckpt, "--ckpt", ckpt, *search)
+    assert once.returncode == twice.returncode == 0, twice.stderr
+    assert once.stdout == twice.stdout and "\t" in once.stdout
+
+
+def test_an_rnn_and_a_transformer_evaluate_and_draw_attention_together(
+    trained_run, trained_transformer, tmp_path, capsys
+):
+    rnn_ckpt, source = str(trained_run["ckpt"]), str(trained_run["corpus"] / "test.en")
+    reference = str(trained_run["corpus"] / "test.de")
+    both = ["--ckpt", rnn_ckpt, "--ckpt", str(trained_transformer)]
+    main(["evaluate", *both, "--src", source, "--ref", reference, "--beam", "2", "--json"])
+    assert json.loads(capsys.readouterr().out)["bleu"]["score"] >= 0
+    out = tmp_path / "attention"
+    main(["attention", *both, "--src", source, "--limit", "2", "--out", str(out)])
+    assert (out / "attention_0001.png").is_file() and (out / "report.html").is_file()
+    with pytest.raises(SystemExit):
+        main(["attention", *both, "--ensemble-attention", "2", "--src", source, "--out", str(out)])
+    assert "--ensemble-attention 2 names no member" in capsys.readouterr().err
