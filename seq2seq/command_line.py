@@ -164,6 +164,16 @@ def _add_command(commands: Any, name: str, runs: Mapping[str, Run]) -> argparse.
     return commands.add_parser(name, help=runs[name].__doc__, description=runs[name].__doc__)
 
 
+def _add_checkpoints(parser: argparse.ArgumentParser, required: bool) -> None:
+    parser.add_argument(
+        "--ckpt",
+        action="append",
+        required=required,
+        help="checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble "
+        "(the mean of the models' log-probabilities at every step)",
+    )
+
+
 def build_parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
     """The parser of the commands in ``runs`` (command name -> the function that runs it,
     whose docstring is the command's description)."""
@@ -171,7 +181,7 @@ def build_parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     p = _add_command(commands, "translate", runs)
-    p.add_argument("--ckpt", required=True, help="checkpoint written by `seq2seq fit`")
+    _add_checkpoints(p, required=True)
     _add_search_options(p, beam=5)
     p.add_argument("--input", help="source text, one sentence per line (default: stdin)")
     p.add_argument("--output", help="where to write translations (default: stdout)")
@@ -185,7 +195,7 @@ def build_parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
 
     p = _add_command(commands, "evaluate", runs)
-    p.add_argument("--ckpt", required=True, help="checkpoint written by `seq2seq fit`")
+    _add_checkpoints(p, required=True)
     _add_search_options(p, beam=5)
     p.add_argument("--src", required=True, help="source sentences")
     p.add_argument("--ref", required=True, help="reference translations")
@@ -194,7 +204,15 @@ def build_parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
 
     p = _add_command(commands, "attention", runs)
-    p.add_argument("--ckpt", help="checkpoint written by `seq2seq fit`")
+    _add_checkpoints(p, required=False)
+    add_option(
+        p,
+        "--ensemble-attention",
+        type=Number(int, 0),
+        default=None,
+        help="with several --ckpt: draw and align with this member's own attention (0 is the "
+        "first) instead of the members' mean over heads, layers and members",
+    )
     _add_search_options(p, beam=1)
     p.add_argument("--src", help="source sentences")
     p.add_argument("--ref", help="reference translations: align them (forced decoding)")

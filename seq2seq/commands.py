@@ -34,6 +34,7 @@ from seq2seq.command_line import (
     parse_command_line,
 )
 from seq2seq.corpus import write_corpus
+from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import DataError, OutputError, Seq2SeqError
 from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.sources import iter_lines, read_lines
@@ -70,7 +71,7 @@ def translate(args: argparse.Namespace) -> None:
     keeps its old content, and after a failure too)."""
     check_input_file(args.input)
     check_output_file(args.output)
-    trained = load_trained(args.ckpt)  # before reading any input: a bad checkpoint is an error
+    trained = load_ensemble(args.ckpt)  # before reading any input: a bad checkpoint is an error
     lines = iter_lines(args.input) if args.input else arriving_lines(sys.stdin.buffer)
     translations = translate_stream(
         trained,
@@ -118,11 +119,12 @@ def _write_to_stdout(translations: Iterable[Translation], n_best: int) -> None:
 
 def evaluate(args: argparse.Namespace) -> None:
     """Translate --src and score it against --ref: BLEU, chrF, and the literature's BLEU."""
-    check_checkpoint_path(args.ckpt)
+    for ckpt in args.ckpt:
+        check_checkpoint_path(ckpt)
     check_output_file(args.output)
     sources, refs = read_lines(args.src), read_lines(args.ref)
     _check_parallel(args.src, sources, args.ref, refs)
-    trained = load_trained(args.ckpt)
+    trained = load_ensemble(args.ckpt)
     search = _search(args, trained)
     start = time.perf_counter()
     translations = translate_lines(
@@ -173,14 +175,19 @@ def attention(args: argparse.Namespace) -> None:
         return
     if args.ckpt is None or args.src is None:
         raise Seq2SeqError("attention needs --ckpt and --src (or --positional-encoding)")
-    for ckpt in (args.ckpt, args.reverse_ckpt):
+    for ckpt in [*args.ckpt, args.reverse_ckpt]:
         if ckpt is not None:
             check_checkpoint_path(ckpt)
     sources = read_lines(args.src)
     references = read_lines(args.ref) if args.ref else None
     if references is not None:
         _check_parallel(args.src, sources, args.ref, references)
-    trained = load_trained(args.ckpt)
+    if args.ensemble_attention is not None and args.ensemble_attention >= len(args.ckpt):
+        raise Seq2SeqError(
+            f"--ensemble-attention {args.ensemble_attention} names no member: "
+            f"{len(args.ckpt)} --ckpt given (0 to {len(args.ckpt) - 1})"
+        )
+    trained = load_ensemble(args.ckpt, args.ensemble_attention)
     reverse = load_trained(args.reverse_ckpt) if args.reverse_ckpt else None
     if reverse is not None:
         _check_reverse(trained, reverse)
@@ -202,7 +209,7 @@ def attention(args: argparse.Namespace) -> None:
         references=references,
         search=_search(args, trained),
         reverse=reverse,
-        title=f"Attention of {args.ckpt}",
+        title=f"Attention of {' + '.join(args.ckpt)}",
     )
     for path in [*result.heatmaps, *result.files]:
         print(path)

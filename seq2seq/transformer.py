@@ -246,7 +246,7 @@ class Transformer(EncoderDecoder):
                 nn.init.xavier_uniform_(module.weight)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
-        for embedding in {self.src_embed, self.tgt_embed}:
+        for embedding in dict.fromkeys([self.src_embed, self.tgt_embed]):  # in order, once
             nn.init.normal_(embedding.weight, std=d**-0.5)  # unit variance after the sqrt(d)
             nn.init.zeros_(embedding.weight[self.vocab.pad_id])
 

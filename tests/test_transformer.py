@@ -158,3 +158,15 @@ def test_gradients_reach_every_parameter():
     logits.sum().backward()
     for name, parameter in model.named_parameters():
         assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+def test_the_same_seed_builds_the_same_weights_with_separate_vocabularies():
+    """Initialisation follows the seed alone (it once iterated a set of embeddings, whose
+    order follows memory addresses)."""
+    separate = VocabSpec(src_size=40, tgt_size=30, pad_id=0, bos_id=2, eos_id=3, joint=False)
+    built = []
+    for _ in range(4):
+        torch.manual_seed(0)
+        built.append(Transformer(separate, model_size=16, num_heads=2, ff_size=32).state_dict())
+    for other in built[1:]:
+        assert all(torch.equal(built[0][k], other[k]) for k in built[0])

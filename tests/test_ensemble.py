@@ -1,0 +1,157 @@
+"""Ensembles on the encoder-decoder contract: one member is the model, identical members
+are one, families mix, and vocabularies must agree."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from tiny_run import run_seq2seq
+
+from seq2seq.checkpoint import load_trained
+from seq2seq.cli import main
+from seq2seq.ensemble import Ensemble, load_ensemble
+from seq2seq.errors import CheckpointError
+from seq2seq.model import VocabSpec
+from seq2seq.rnn import RNNSeq2Seq
+from seq2seq.search import translate_batch
+from seq2seq.tokenizer import VocabSettings, Vocabulary
+from seq2seq.transformer import Transformer
+
+VOCAB = VocabSpec(src_size=30, tgt_size=12, pad_id=0, bos_id=2, eos_id=3, joint=False)
+
+
+def rnn(seed: int = 1) -> RNNSeq2Seq:
+    torch.manual_seed(seed)
+    return RNNSeq2Seq(VOCAB, embed_size=8, hidden_size=12, dropout=0.0).eval()
+
+
+def transformer(seed: int = 2) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(
+        VOCAB, model_size=16, num_heads=2, ff_size=32, encoder_layers=1, decoder_layers=2,
+        dropout=0.0,
+    ).eval()  # fmt: skip
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(4, VOCAB.src_size, (5, 7), generator=g), torch.tensor([7, 4, 1, 5, 6])
+
+
+def search(model, beam: int) -> list:
+    src, src_lens = batch()
+    return translate_batch(model, src, src_lens, beam_size=beam, n_best=beam)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+@pytest.mark.parametrize("build", [rnn, transformer], ids=["rnn", "transformer"])
+def test_an_ensemble_of_one_is_the_model(build, beam):
+    alone, ensembled = search(build(), beam), search(Ensemble([build()]), beam)
+    for ours, theirs in zip(alone, ensembled, strict=True):
+        assert [h.tokens for h in ours] == [h.tokens for h in theirs]
+        assert [h.score for h in ours] == [h.score for h in theirs]
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_an_ensemble_of_two_identical_models_is_one(beam):
+    alone, twice = (
+        search(transformer(), beam),
+        search(Ensemble([transformer(), transformer()]), beam),
+    )
+    for ours, theirs in zip(alone, twice, strict=True):
+        assert [h.tokens for h in ours] == [h.tokens for h in theirs]
+        assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)
+
+
+def test_each_step_is_the_mean_of_the_members_log_probabilities():
+    members = [rnn(), transformer()]
+    ensemble = Ensemble(members)
+    src, src_lens = batch()
+    prev = torch.full((src.size(0),), VOCAB.bos_id)
+    with torch.no_grad():
+        mixed, _, _ = ensemble.step(prev, ensemble.start(ensemble.encode(src, src_lens)))
+        each = [m.step(prev, m.start(m.encode(src, src_lens)))[0] for m in members]
+    assert torch.allclose(mixed, (each[0] + each[1]) / 2)
+
+
+def test_families_mix_in_beam_search_with_attention():
+    """An RNN ([B, S] maps) and a Transformer ([B, L, H, S]) decode together; the attention
+    is their mean over heads, layers and members, one row per output token and EOS."""
+    ensemble = Ensemble([rnn(), transformer()])
+    src, src_lens = batch()
+    results = translate_batch(ensemble, src, src_lens, beam_size=3, return_attention=True)
+    for (hyp,), length in zip(results, src_lens.tolist(), strict=True):
+        assert hyp.attention.shape == (len(hyp.tokens) + 1, length)
+        assert torch.allclose(hyp.attention.sum(-1), torch.ones(len(hyp.tokens) + 1), atol=1e-5)
+
+
+def test_attention_from_one_member_keeps_its_heads_and_layers():
+    ensemble = Ensemble([rnn(), transformer()], attention_from=1)
+    src, src_lens = batch()
+    (hyp,) = translate_batch(ensemble, src[:1], src_lens[:1], return_attention=True)[0]
+    assert hyp.attention.shape == (len(hyp.tokens) + 1, 2, 2, int(src_lens[0]))  # [T, L, H, S]
+
+
+def test_teacher_forcing_gives_the_mean_log_probabilities_and_maps():
+    members = [rnn(), transformer()]
+    src, src_lens = batch()
+    tgt_in = torch.randint(4, VOCAB.tgt_size, (src.size(0), 4))
+    with torch.no_grad():
+        logprobs, maps = Ensemble(members)(src, src_lens, tgt_in)
+        outputs = [m(src, src_lens, tgt_in) for m in members]
+    expected = sum(torch.log_softmax(logits, -1) for logits, _ in outputs) / 2
+    assert torch.allclose(logprobs, expected, atol=1e-6)
+    assert maps.shape == (src.size(0), 4, src.size(1))  # [B, T, S]
+
+
+def test_members_must_agree_on_sizes_and_the_attention_member_must_exist():
+    other = VocabSpec(src_size=30, tgt_size=13, pad_id=0, bos_id=2, eos_id=3, joint=False)
+    with pytest.raises(ValueError, match="different vocabularies"):
+        Ensemble([rnn(), RNNSeq2Seq(other, embed_size=8, hidden_size=12)])
+    with pytest.raises(ValueError, match="0 to 1"):
+        Ensemble([rnn(), transformer()], attention_from=2)
+
+
+def test_checkpoints_with_other_vocabularies_are_refused_naming_both(trained_run, tmp_path):
+    ckpt = trained_run["ckpt"]
+    trained = load_trained(ckpt)
+    assert load_ensemble([ckpt]).model is not None  # one checkpoint: the model itself
+    settings = VocabSettings(vocab_size=300, model_type="bpe", joint=False)
+    other = Vocabulary.train(["x y z"] * 10, ["u v w"] * 10, settings)
+    foreign = dataclasses.replace(trained, vocab=other)
+    loads = {str(ckpt): trained, "other.ckpt": foreign}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("seq2seq.ensemble.load_trained", lambda path: loads[str(path)])
+        with pytest.raises(CheckpointError) as refused:
+            load_ensemble([ckpt, "other.ckpt"])
+    message = str(refused.value)
+    assert str(ckpt) in message and "other.ckpt" in message
+    assert "target vocabularies differ" in message and "\n" not in message
+
+
+def test_translate_with_the_same_checkpoint_twice_equals_once(trained_run):
+    ckpt, source = str(trained_run["ckpt"]), trained_run["corpus"] / "test.en"
+    search = ["--input", str(source), "--beam", "3", "--n-best", "2"]  # with scores
+    once = run_seq2seq("translate", "--ckpt", ckpt, *search)
+    twice = run_seq2seq("translate", "--ckpt", ckpt, "--ckpt", ckpt, *search)
+    assert once.returncode == twice.returncode == 0, twice.stderr
+    assert once.stdout == twice.stdout and "\t" in once.stdout
+
+
+def test_an_rnn_and_a_transformer_evaluate_and_draw_attention_together(
+    trained_run, trained_transformer, tmp_path, capsys
+):
+    rnn_ckpt, source = str(trained_run["ckpt"]), str(trained_run["corpus"] / "test.en")
+    reference = str(trained_run["corpus"] / "test.de")
+    both = ["--ckpt", rnn_ckpt, "--ckpt", str(trained_transformer)]
+    main(["evaluate", *both, "--src", source, "--ref", reference, "--beam", "2", "--json"])
+    assert json.loads(capsys.readouterr().out)["bleu"]["score"] >= 0
+    out = tmp_path / "attention"
+    main(["attention", *both, "--src", source, "--limit", "2", "--out", str(out)])
+    assert (out / "attention_0001.png").is_file() and (out / "report.html").is_file()
+    with pytest.raises(SystemExit):
+        main(["attention", *both, "--ensemble-attention", "2", "--src", source, "--out", str(out)])
+    assert "--ensemble-attention 2 names no member" in capsys.readouterr().err
