@@ -144,7 +144,9 @@ def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> Bleu
     """
     _check_pairs(hyps, refs)
     return _bleu_result(
-        BLEU(tokenize="none", lowercase=True),
+        # force: the text is tokenised on purpose, so sacrebleu's "forgot to detokenize?"
+        # warning (lines ending in " .") would be noise
+        BLEU(tokenize="none", lowercase=True, force=True),
         [literature_tokenize(line, lang) for line in hyps],
         [literature_tokenize(line, lang) for line in refs],
     )

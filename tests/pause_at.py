@@ -10,9 +10,9 @@ from pytorch_lightning import Callback, LightningModule, Trainer
 
 
 class PauseAt(Callback):
-    """At the end of training step ``step``, touch ``marker`` and wait (up to a minute) for
-    the test to signal or kill the process; with ``sleep``, every step also takes at least
-    that many seconds (for a time limit to fall mid-run)."""
+    """At the end of training step ``step``, touch ``marker`` and wait (up to a minute) until
+    the test, having signalled the process, removes it; with ``sleep``, every step also
+    takes at least that many seconds (for a time limit to fall mid-run)."""
 
     def __init__(self, step: int = -1, marker: str = "", sleep: float = 0.0) -> None:
         self.step, self.marker, self.sleep = step, marker, sleep
@@ -22,6 +22,9 @@ class PauseAt(Callback):
     ) -> None:
         time.sleep(self.sleep)
         if trainer.global_step == self.step:
-            Path(self.marker).touch()
+            marker = Path(self.marker)
+            marker.touch()
             for _ in range(600):
-                time.sleep(0.1)
+                time.sleep(0.1)  # a signal interrupts the sleep and its handler runs first
+                if not marker.exists():
+                    break

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -131,6 +132,13 @@ def test_literature_bleu_scores_the_tokens_without_retokenising() -> None:
     assert bleu["score"] == pytest.approx(expected)
     assert "tok:none" in bleu["signature"]
     assert literature_bleu(hyps[:1], refs[:1], "en")["score"] == pytest.approx(100.0)
+
+
+def test_literature_bleu_does_not_warn_that_its_tokens_look_tokenised(caplog) -> None:
+    lines = [f"Dog number {i} runs." for i in range(150)]  # tokenised: "... runs ."
+    with caplog.at_level(logging.WARNING, logger="sacrebleu"):
+        literature_bleu(lines, lines, "en")
+    assert not [r for r in caplog.records if r.name.startswith("sacrebleu")]
 
 
 def _read_lines(path: Path) -> list[str]:

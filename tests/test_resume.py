@@ -119,6 +119,7 @@ def stop(kind: str, config: Path, steps_per_epoch: int) -> None:
         wait_for(marker, run)
         signum = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
         run.send_signal(signum[kind])
+        marker.unlink()  # lets the paused step end
         if kind == "sigkill":
             run.wait()
         else:
