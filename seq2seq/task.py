@@ -14,16 +14,16 @@ from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
-import torch.distributed as dist
 from pytorch_lightning.utilities import rank_zero_warn
 from torch import Tensor, nn
-from torchmetrics import MeanMetric
 
 from seq2seq.batching import Batch
+from seq2seq.epoch_metrics import Perplexity, SplitTranslations
 from seq2seq.errors import CheckpointError, Seq2SeqError
 from seq2seq.loss import label_smoothed_nll
 from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.model import EncoderDecoder, VocabSpec
+from seq2seq.schedule import Schedule, WarmupThenDecay
 from seq2seq.search import translate_batch
 from seq2seq.tokenizer import Vocabulary
 
@@ -50,71 +50,6 @@ def batch_sentences(batch: Batch) -> int:
 def batch_target_tokens(batch: Batch) -> int:
     """Real (unpadded) target tokens in a batch, EOS included: what tokens/s counts."""
     return int(batch.tgt_lens.sum())
-
-
-class Perplexity(MeanMetric):
-    """exp of the token-weighted mean NLL per token (without label smoothing), at most e^50.
-
-    Logged as a metric object, so Lightning computes it at the end of an epoch together
-    with the other logged values, and torchmetrics syncs its sums across processes
-    there: every process runs that collective at the same point, whatever the callbacks.
-    """
-
-    def compute(self) -> Tensor:
-        return torch.exp(torch.clamp(super().compute(), max=50.0))
-
-
-Schedule = Literal["inverse_sqrt", "constant", "cosine"]
-
-
-class WarmupThenDecay:
-    """Learning-rate multiplier: linear warm-up to 1, then 1/sqrt decay, constant, or a
-    cosine that reaches 0 at ``total_steps``.
-
-    The cosine's ``total_steps`` may be set after construction: the task sets it when
-    training starts, once Lightning has restored a resumed run's data position (asking
-    the Trainer for its step budget earlier sets the training data up before that
-    restore, and a resumed epoch would start over). LambdaLR checkpoints its attributes.
-    """
-
-    def __init__(self, warmup_steps: int, schedule: Schedule, total_steps: int | None = None):
-        self.warmup_steps, self.schedule, self.total_steps = warmup_steps, schedule, total_steps
-
-    def plan(self, total_steps: int | None, warmup_steps: int) -> str | None:
-        """Make the cosine reach 0 at ``total_steps``, after ``warmup_steps`` (the configured
-        value: a resumed run plans again from it).
-
-        A run of no more steps than that warm-up (a smoke run such as ``fast_dev_run``, or
-        a short one) warms up over its first half instead; the returned note says so. A
-        run without a step budget (no max_epochs or max_steps) is refused.
-        """
-        if total_steps is None:
-            raise Seq2SeqError(
-                "the cosine schedule needs a number of training steps to reach 0 at; set "
-                "trainer.max_epochs or trainer.max_steps, or use another model.schedule"
-            )
-        self.total_steps, self.warmup_steps = total_steps, warmup_steps
-        if total_steps > warmup_steps:
-            return None
-        self.warmup_steps = total_steps // 2
-        return (
-            f"the run has {total_steps} training steps, no more than model.warmup_steps="
-            f"{warmup_steps}: the cosine schedule warms up over {self.warmup_steps} instead"
-        )
-
-    def __call__(self, step: int) -> float:
-        step = step + 1
-        if step < self.warmup_steps:
-            return step / self.warmup_steps
-        if self.schedule == "inverse_sqrt":
-            return math.sqrt(self.warmup_steps / step)
-        if self.schedule == "cosine":
-            if self.total_steps is None:  # LambdaLR's call at construction: the top
-                return 1.0
-            span = self.total_steps - self.warmup_steps
-            done = min(1.0, (step - self.warmup_steps) / span)
-            return 0.5 * (1.0 + math.cos(math.pi * done))
-        return 1.0
 
 
 class TranslationTask(pl.LightningModule):
@@ -183,7 +118,7 @@ class TranslationTask(pl.LightningModule):
         self.skipped_batches = 0
         stages = ("train", "val", "test")
         self.perplexity = nn.ModuleDict({f"{s}_ppl": Perplexity() for s in stages})
-        self._hypotheses: dict[int, str] = {}
+        self.translations = nn.ModuleDict({s: SplitTranslations() for s in ("val", "test")})
 
     # -- the shared step ---------------------------------------------------------------
     def _loss(self, batch: Batch) -> tuple[Tensor, Tensor, int]:
@@ -245,30 +180,30 @@ class TranslationTask(pl.LightningModule):
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._log_loss("val", *self._loss(batch))
-        self._translate(batch, self.beam_sizes["val"])
+        self._translate(batch, "val")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._log_loss("test", *self._loss(batch))
-        self._translate(batch, self.beam_sizes["test"])
+        self._translate(batch, "test")
 
     # -- decoding and scoring ----------------------------------------------------------
-    def _translate(self, batch: Batch, beam_size: int) -> None:
+    def _translate(self, batch: Batch, stage: str) -> None:
         hyps = translate_batch(
             self.model,
             batch.src,
             batch.src_lens,
-            beam_size=beam_size,
+            beam_size=self.beam_sizes[stage],
             length_penalty_alpha=self.length_penalty,
             max_len_ratio=self.max_len_ratio,
             max_len_offset=self.max_len_offset,
         )
-        for index, nbest in zip(batch.ids.tolist(), hyps, strict=True):
-            self._hypotheses[index] = self.vocab.tgt.decode(nbest[0].tokens)
+        self.translations[stage].update(batch.ids, [nbest[0].tokens for nbest in hyps])
 
     def on_validation_epoch_start(self) -> None:
-        self._hypotheses = {}
+        self.translations["val"].reset()
 
-    on_test_epoch_start = on_validation_epoch_start
+    def on_test_epoch_start(self) -> None:
+        self.translations["test"].reset()
 
     def on_validation_epoch_end(self) -> None:
         self._score("val")
@@ -281,29 +216,17 @@ class TranslationTask(pl.LightningModule):
             "train_skipped_batches", float(self.skipped_batches), sync_dist=True, reduce_fx="sum"
         )
 
-    def _all_hypotheses(self) -> dict[int, str]:
-        """Hypotheses of every process, by sentence index.
-
-        Under DDP each process decodes its own shard of the split (a few sentences twice,
-        where the last shards are padded with repeats); BLEU needs the whole corpus once.
-        Every process gathers here, in ``on_validation_epoch_end``/``on_test_epoch_end``,
-        before any metric of the epoch is computed: Lightning's progress bars, which
-        compute them on process 0 only, read them later (``on_validation_end``).
-        """
-        if self.trainer.world_size == 1:
-            return self._hypotheses
-        shards: list[dict[int, str] | None] = [None] * self.trainer.world_size
-        dist.all_gather_object(shards, self._hypotheses)
-        return {index: text for shard in shards if shard for index, text in shard.items()}
-
     def _score(self, stage: str) -> None:
         datamodule = self.trainer.datamodule
         split = datamodule.val_split if stage == "val" else datamodule.test_split
         refs = datamodule.references(split)
-        translated = self._all_hypotheses()
+        # Every process gathers here, in on_validation_epoch_end/on_test_epoch_end, before
+        # any metric of the epoch is computed: Lightning's progress bars, which compute
+        # them on process 0 only, read them later (on_validation_end).
+        translated = self.translations[stage].compute()
         if len(translated) != len(refs):  # e.g. a sanity check on a few batches
             return
-        hyps = [translated[i] for i in range(len(refs))]
+        hyps = [self.vocab.tgt.decode(translated[i]) for i in range(len(refs))]
         scores = score_corpus(hyps, refs)
         # Every process scores the same gathered corpus, so the values agree everywhere.
         self.log(f"{stage}_bleu", scores["bleu"]["score"], prog_bar=True, sync_dist=True)

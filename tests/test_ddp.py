@@ -50,6 +50,7 @@ def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translat
     # Lightning's progress bar reads the epoch's metrics on process 0 only: every
     # collective must still meet its peers (it once hung at the end of epoch 0)
     config["trainer"].update(strategy="ddp", devices=2, enable_progress_bar=True)
+    config["data"]["eval_max_tokens"] = 60  # several validation batches, shared out
     config["trainer"]["callbacks"] = [
         {"class_path": "test_ddp.RecordTrainingRows", "init_args": {"out": str(tmp_path)}}
     ]

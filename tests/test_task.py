@@ -11,7 +11,7 @@ from tiny_run import SIZES, tiny_config, write_config
 from seq2seq.cli import main
 from seq2seq.corpus import write_corpus
 from seq2seq.errors import Seq2SeqError
-from seq2seq.task import WarmupThenDecay
+from seq2seq.schedule import WarmupThenDecay
 
 
 def test_warmup_rises_linearly_then_decays_as_inverse_sqrt():
