@@ -179,8 +179,8 @@ class RNNDecoder(nn.Module):
         """query [B, Dq] -> (context [B, C], weights [B, *heads, S] or None)."""
         queries = group_queries(query.unsqueeze(1), state.group)  # [G, group, Dq]
         position = torch.full(queries.shape[:2], state.position, device=query.device)
-        context, weights = self.attention.attend(
-            queries, state.keys, state.values, state.src_lens, position
+        context, weights = self.attention(
+            queries, state.keys, state.values, state.src_lens, position, prepared=True
         )  # [G, group, C], [G, *heads, group, S]
         context = context.reshape(query.size(0), -1)
         if not need_weights:

@@ -111,7 +111,7 @@ class EncoderLayer(nn.Module):
         """x [B, S, d] -> [B, S, d]."""
         h = self.attn_block.inputs(x)
         keys, values = self.self_attn.prepare(h, h)
-        attended, _ = self.self_attn.attend(h, keys, values, src_lens, need_weights=False)
+        attended, _ = self.self_attn(h, keys, values, src_lens, prepared=True, need_weights=False)
         x = self.attn_block.output(x, attended)
         return self.ff_block.output(x, self.feed_forward(self.ff_block.inputs(x)))
 
@@ -151,11 +151,11 @@ class DecoderLayer(nn.Module):
         keys, values = self.self_attn.prepare(h, h)  # [B, H, T, dh]
         if cache is not None:
             keys, values = torch.cat([cache[0], keys], dim=2), torch.cat([cache[1], values], dim=2)
-        attended, _ = self.self_attn.attend(h, keys, values, self_lens, need_weights=False)
+        attended, _ = self.self_attn(h, keys, values, self_lens, prepared=True, need_weights=False)
         x = self.self_block.output(x, attended)
         h = self.cross_block.inputs(x)
-        attended, weights = self.cross_attn.attend(
-            group_queries(h, group), *cross_kv, src_lens, need_weights=need_weights
+        attended, weights = self.cross_attn(
+            group_queries(h, group), *cross_kv, src_lens, prepared=True, need_weights=need_weights
         )  # [B / group, group * T, d], [B / group, H, group * T, S]
         x = self.cross_block.output(x, attended.reshape(x.shape))
         weights = None if weights is None else ungroup_weights(weights, group)

@@ -156,3 +156,22 @@ def test_bf16_autocast_log_probabilities_are_close_to_fp32(family):
     forced_gap = (bf16_logits.float().log_softmax(-1) - fp32_logits.log_softmax(-1)).abs().max()
     assert forced_gap < 0.05
     assert (bf16_step.float() - fp32_step).abs().max() < 0.05
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer"])
+def test_forward_hooks_on_the_attention_see_every_decoder_step(family):
+    """Decoders call their attention as a module, so a hook (what inspection uses) fires
+    once per step of the search, and once per teacher-forced position for the RNN."""
+    model, src, src_lens = setup_model()
+    if family == "transformer":
+        model = small_transformer()
+        attention = model.decoder[-1].cross_attn
+    else:
+        attention = model.decoder.attention
+    calls = []
+    handle = attention.register_forward_hook(lambda module, args, output: calls.append(1))
+    try:
+        (hyp,) = translate_batch(model, src[:1], src_lens[:1])[0]
+    finally:
+        handle.remove()
+    assert len(calls) == len(hyp.tokens) + 1  # every output token and EOS

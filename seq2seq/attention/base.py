@@ -6,9 +6,11 @@
     # query_pos [B, Tq]: the target positions of the queries (local-m centres on them)
 
 Work that depends only on the keys and values is split out into ``prepare``, so that a
-decoder does it once per source sentence (in ``start``) and then calls ``attend`` at
-every step with the prepared tensors. ``forward`` is simply ``attend(prepare(...))``.
-Weights are returned, never stored on the module.
+decoder does it once per source sentence (in ``start``) and then calls the module at
+every step with the prepared tensors and ``prepared=True``. ``forward`` is
+``attend(prepare(...))``. Decoders always call the module, never ``attend`` directly, so
+forward hooks see every call (attention inspection relies on it). Weights are returned,
+never stored on the module.
 """
 
 from __future__ import annotations
@@ -63,8 +65,11 @@ class Attention(nn.Module, ABC):
         values: Tensor,
         valid_lens: Tensor | None,
         query_pos: Tensor | None = None,
+        prepared: bool = False,
     ) -> tuple[Tensor, Tensor]:
-        keys, values = self.prepare(keys, values)
+        """``attend`` after ``prepare``; ``prepared``: keys and values already went through it."""
+        if not prepared:
+            keys, values = self.prepare(keys, values)
         return self.attend(queries, keys, values, valid_lens, query_pos)
 
 

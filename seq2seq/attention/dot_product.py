@@ -122,6 +122,21 @@ class MultiHeadAttention(Attention):
             )
         return self.position_bias[:, None, :keys]
 
+    def forward(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None,
+        query_pos: Tensor | None = None,
+        prepared: bool = False,
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """As ``Attention.forward``; without ``need_weights`` the weights are None."""
+        if not prepared:
+            keys, values = self.prepare(keys, values)
+        return self.attend(queries, keys, values, valid_lens, query_pos, need_weights)
+
     def attend(
         self,
         queries: Tensor,
