@@ -121,6 +121,7 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
             checkpoints=list(options.checkpoints),
             src_lang=trained.src_lang,
             tgt_lang=trained.tgt_lang,
+            in_flight=in_flight,
         )
 
     return app

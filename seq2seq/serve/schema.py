@@ -114,3 +114,4 @@ class Health(BaseModel):
     checkpoints: list[str]
     src_lang: str | None
     tgt_lang: str | None
+    in_flight: int = Field(description="/translate requests being answered now")
