@@ -12,6 +12,7 @@ endpoints' annotations, and the request model is a local class built for the lim
 """
 
 import logging
+import os
 import signal
 import socket
 from collections.abc import AsyncIterator, Sequence
@@ -161,7 +162,8 @@ def _listen(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port), reuse_port=False)
     except OSError as error:
-        raise Seq2SeqError(f"cannot listen on {host}:{port}: {error.strerror or error}") from error
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        raise Seq2SeqError(f"cannot listen on {host}:{port}: {reason}") from error
 
 
 def _exit_quietly(signum: int, frame: object) -> NoReturn:
