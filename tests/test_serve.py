@@ -349,3 +349,14 @@ def test_a_failing_search_fails_its_requests_only():
     (failed, answered), later = asyncio.run(asyncio.wait_for(main(), 60))
     assert isinstance(failed, RuntimeError) and answered == ["y"]
     assert later == ["z"]
+
+
+@needs_serve_extra
+def test_the_page_is_self_contained_and_uses_the_report(server):
+    with urllib.request.urlopen(server.url + "/", timeout=REQUEST_SECONDS) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/html")
+        page = response.read().decode()
+    assert '<form id="ask">' in page and "function addSentence(s)" in page
+    for external in ("src=", "href=", "@import", "url(", "://"):
+        assert external not in page

@@ -1,7 +1,8 @@
 """The FastAPI application of ``seq2seq serve`` and the uvicorn server that runs it.
 
 ``POST /translate`` checks a request against ``schema.request_model`` and hands its
-sentences to the batcher; ``GET /health`` says the model is loaded. Every error is JSON,
+sentences to the batcher; ``GET /health`` says the model is loaded; ``GET /`` is a page
+to translate a sentence and see its attention (``page``). Every error is JSON,
 ``{"error": "..."}`` in one line: 400 for a body that is not JSON, 422 for a request the
 schema refuses (naming the field), 503 when ``max_concurrent`` requests are in flight, 500
 for a failure while translating (logged; the server goes on). SIGTERM stops accepting,
@@ -23,13 +24,15 @@ from typing import Any, NoReturn
 import uvicorn
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from seq2seq import __version__
+from seq2seq.alignment.collect import head_axes
 from seq2seq.errors import Seq2SeqError
 from seq2seq.serve.batcher import Batcher
 from seq2seq.serve.engine import Engine, SearchKey, Sentence
+from seq2seq.serve.page import live_page
 from seq2seq.serve.schema import (
     ErrorResponse,
     Health,
@@ -110,6 +113,17 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
         finally:
             in_flight -= 1
         return {"results": results}
+
+    layers, heads = (1, 1, *head_axes(engine.trained))[-2:]  # () (H,) (L, H) -> L, H
+    page = live_page(
+        f"seq2seq: {' + '.join(options.checkpoints)}", layers, heads,
+        options.limits.default_beam, options.limits.max_beam,
+    )  # fmt: skip
+
+    @app.get("/", response_class=HTMLResponse)
+    async def live_attention() -> str:
+        """A page to type a sentence into and see its translation and attention."""
+        return page
 
     @app.get("/health", response_model=Health)
     async def health() -> Health:
