@@ -1,5 +1,5 @@
 """The command line of the commands beside Lightning's (translate, evaluate, attention,
-align-score, average, corpus): every option checked while the command line is parsed,
+align-score, average, corpus, serve): every option checked while the command line is parsed,
 before any work, against a range the option's help shows with its default; a mistake is one
 line, status 2."""
 
@@ -174,6 +174,25 @@ def _add_checkpoints(parser: argparse.ArgumentParser, required: bool) -> None:
     )
 
 
+def _add_serve_command(commands: Any, runs: Mapping[str, Run]) -> None:
+    """``seq2seq serve``: where to listen, the search, batching, and each request's limits."""
+    p = _add_command(commands, "serve", runs)
+    _add_checkpoints(p, required=True)
+    _add_search_options(p, beam=5)  # --beam: a request's beam when it names none
+    add_option(p, "--host", default="127.0.0.1", help="address to listen on")
+    add_option(p, "--port", type=Number(int, 1, 65535), default=8000, help="port to listen on")
+    add_option(p, "--batch-wait-ms", type=Number(float, 0, 1000), default=5.0,
+               help="how long a batch waits for more requests (up to --max-tokens)")  # fmt: skip
+    add_option(p, "--max-beam", type=Number(int, 1, 64), default=16,
+               help="the largest beam (and n_best) a request may ask for")  # fmt: skip
+    add_option(p, "--max-sentences", type=Number(int, 1), default=64,
+               help="sentences per request")  # fmt: skip
+    add_option(p, "--max-chars", type=Number(int, 1), default=1000,
+               help="characters per sentence")  # fmt: skip
+    add_option(p, "--max-concurrent", type=Number(int, 1), default=256,
+               help="requests in flight at once; more are refused (503)")  # fmt: skip
+
+
 def build_parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
     """The parser of the commands in ``runs`` (command name -> the function that runs it,
     whose docstring is the command's description)."""
@@ -273,6 +292,8 @@ def build_parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
     add_option(p, "--seed", type=int, default=1, help="the draw of sentence pairs")
     add_option(p, "--src-lang", default="en", help="source language code")
     add_option(p, "--tgt-lang", default="de", help="target language code")
+
+    _add_serve_command(commands, runs)
     return parser
 
 

@@ -1,5 +1,5 @@
-"""The commands beside Lightning's: translate, evaluate, attention, align-score, average and
-corpus."""
+"""The commands beside Lightning's: translate, evaluate, attention, align-score, average,
+corpus and serve."""
 
 from __future__ import annotations
 
@@ -259,6 +259,17 @@ def average(args: argparse.Namespace) -> None:
     print(save_atomically(average_checkpoints(args.ckpts), args.out))
 
 
+def serve(args: argparse.Namespace) -> None:
+    """Serve translations over HTTP: the model (or ensemble) is loaded once, POST /translate
+    answers JSON requests (translations, scores, word alignments, attention maps), requests
+    that arrive together are translated in one batch; GET /health, API documentation at
+    /docs. SIGTERM answers the requests in flight, then exits. Needs the `serve` extra
+    (pip install 'seq2seq[serve]')."""
+    from seq2seq.serve.command import start_server  # FastAPI and uvicorn only from here
+
+    start_server(args, lambda trained: _search(args, trained))
+
+
 RUNS: dict[str, Callable[[argparse.Namespace], None]] = {
     "translate": translate,
     "evaluate": evaluate,
@@ -266,6 +277,7 @@ RUNS: dict[str, Callable[[argparse.Namespace], None]] = {
     "align-score": align_score,
     "average": average,
     "corpus": corpus,
+    "serve": serve,
 }
 # Each command with the line `seq2seq --help` shows for it.
 COMMANDS = {
@@ -275,6 +287,7 @@ COMMANDS = {
     "align-score": "score word alignments against gold ones (AER)",
     "average": "average the weights of several checkpoints",
     "corpus": "write the embedded corpus as parallel text files",
+    "serve": "serve translations, alignments and attention over HTTP",
 }
 BROKEN_PIPE_STATUS = 128 + 13  # what a shell reports for a process ended by SIGPIPE
 

@@ -112,7 +112,7 @@ data.views.forEach((v, k) => {
 view.value = String(data.defaultView);
 document.getElementById("view-label").hidden = data.views.length < 2;
 
-data.sentences.forEach(s => {
+function addSentence(s) {
   const node = document.getElementById("sentences").appendChild(element("section"));
   node.id = "sentence-" + s.index;
   node.appendChild(element("h2", "", "Sentence " + s.index));
@@ -132,10 +132,11 @@ data.sentences.forEach(s => {
   sec.table = node.appendChild(element("table", "heatmap"));
   node.appendChild(element("p", "links", "word alignment (source-target): " + (s.links || "none")));
   sections.push(sec);
-});
+  drawHeatmap(sec);
+}
 
+data.sentences.forEach(addSentence);
 view.addEventListener("change", () => sections.forEach(sec => { clear(sec); drawHeatmap(sec); }));
-sections.forEach(drawHeatmap);
 """
 
 PAGE = """<!DOCTYPE html>
@@ -197,7 +198,7 @@ def _sentence_data(sentence: SentenceAttention, links: str) -> dict:
     return record
 
 
-def _json_for_script(data: object) -> str:
+def json_for_script(data: object) -> str:
     """JSON that cannot end the script element or spell a URL: ``<`` and ``/`` escaped."""
     return json.dumps(data, ensure_ascii=False).replace("<", "\\u003c").replace("/", "\\/")
 
@@ -222,6 +223,6 @@ def write_report(
         title=html.escape(title),
         style=STYLE,
         script=SCRIPT,
-        data=_json_for_script(data),
+        data=json_for_script(data),
     )
     return write_atomically(path, lambda file: file.write(page.encode("utf-8")))

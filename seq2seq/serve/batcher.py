@@ -1,0 +1,122 @@
+"""Dynamic batching: requests that arrive together are translated together.
+
+Each request is submitted as a piece of ``Work`` (its items, their size in source pieces,
+and a key naming the search it needs). One asyncio task takes the first waiting work, then
+gathers more until the batch holds ``max_tokens`` source pieces or ``wait_s`` has passed,
+groups it by key (a beam of 5 and a greedy search cannot share one search), and hands
+each group to ``run`` on a single worker thread that owns the model, so the event loop
+keeps accepting requests meanwhile. Every request gets exactly its own items' outputs, or
+the exception its group raised; a failing group never stops the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+Run = Callable[[Hashable, list[Any]], Sequence[Any]]  # (key, items) -> one output per item
+
+
+@dataclass
+class Work:
+    """One request's items, their cost in source pieces, and where its outputs go."""
+
+    key: Hashable
+    items: list[Any]
+    size: int
+    future: asyncio.Future
+
+
+class Batcher:
+    """Gathers submitted work into batches and runs them one at a time on one thread.
+
+    Args:
+        run: translates one group's items (all with the same key), on the worker thread.
+        max_tokens: stop gathering once a batch holds this many source pieces (a request
+            larger than that is a batch alone; ``run`` splits it further).
+        wait_s: how long to wait for more work after the first arrives.
+    """
+
+    def __init__(self, run: Run, max_tokens: int, wait_s: float):
+        self._run = run
+        self._max_tokens = max_tokens
+        self._wait_s = wait_s
+        self._queue: asyncio.Queue[Work] = asyncio.Queue()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seq2seq-model")
+        self._task: asyncio.Task | None = None
+        self.batches = 0  # batches run so far (for tests and logs)
+
+    def start(self) -> None:
+        """Start gathering (inside the running event loop)."""
+        self._task = asyncio.get_running_loop().create_task(self._gather_forever())
+
+    async def stop(self) -> None:
+        """Stop gathering once the work in hand is done, and end the worker thread."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._executor.shutdown(wait=True)
+
+    async def submit(self, key: Hashable, items: list[Any], size: int) -> list[Any]:
+        """The outputs of ``items`` (one each, in order), once a batch has run them."""
+        future = asyncio.get_running_loop().create_future()
+        await self._queue.put(Work(key, items, size, future))
+        return await future
+
+    async def _gather_forever(self) -> None:
+        while True:
+            batch = await self._gather()
+            self.batches += 1
+            for key, group in _by_key(batch).items():
+                await self._run_group(key, group)
+
+    async def _gather(self) -> list[Work]:
+        """The next batch: the first work to come, and what follows within the wait."""
+        batch = [await self._queue.get()]
+        tokens = batch[0].size
+        deadline = asyncio.get_running_loop().time() + self._wait_s
+        while tokens < self._max_tokens:
+            if self._queue.empty():
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                try:
+                    work = await asyncio.wait_for(self._queue.get(), remaining)
+                except asyncio.TimeoutError:
+                    break
+            else:
+                work = self._queue.get_nowait()
+            batch.append(work)
+            tokens += work.size
+        return batch
+
+    async def _run_group(self, key: Hashable, group: list[Work]) -> None:
+        """Run one key's work as one call of ``run`` and hand each its outputs."""
+        items = [item for work in group for item in work.items]
+        loop = asyncio.get_running_loop()
+        try:
+            outputs = await loop.run_in_executor(self._executor, self._run, key, items)
+        except Exception as error:  # the requests fail, the server goes on
+            for work in group:
+                if not work.future.done():
+                    work.future.set_exception(error)
+            return
+        start = 0
+        for work in group:
+            end = start + len(work.items)
+            if not work.future.done():  # a client that went away has cancelled its future
+                work.future.set_result(list(outputs[start:end]))
+            start = end
+
+
+def _by_key(batch: list[Work]) -> dict[Hashable, list[Work]]:
+    """The batch's work grouped by key, each group in arrival order."""
+    groups: dict[Hashable, list[Work]] = {}
+    for work in batch:
+        groups.setdefault(work.key, []).append(work)
+    return groups

@@ -1,0 +1,129 @@
+"""One group of sentences translated with the loaded model, as the batcher's worker runs it.
+
+The translations are ``translate_lines``'s, the very code ``seq2seq translate`` runs; word
+alignments and attention maps are those ``seq2seq attention`` computes: the model's own
+hypothesis teacher-forced on its source (``alignment.collect.forced_attention``), the
+summary map over layers and heads, merged into words, one argmax link per target word.
+
+Shapes: S source pieces and T target pieces, both with EOS; L layers, H heads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from seq2seq.alignment.collect import SentenceAttention, forced_attention
+from seq2seq.alignment.links import extract_links, format_pharaoh
+from seq2seq.alignment.maps import as_layers_heads, summary_map
+from seq2seq.alignment.pipeline import word_attention
+from seq2seq.checkpoint import Trained
+from seq2seq.translator import SearchSettings, Translation, translate_lines
+
+DECIMALS = 4  # attention weights in answers are rounded to this many decimals
+
+
+@dataclass(frozen=True)
+class SearchKey:
+    """What sentences must share to be searched together."""
+
+    beam: int
+    n_best: int
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence of a request, with what its request asked for besides the text."""
+
+    text: str
+    alignment: bool = False
+    attention: bool = False
+
+
+class Engine:
+    """The loaded model and how it searches; ``run`` is called on one thread only.
+
+    Args:
+        trained: the model (or ensemble) and its vocabularies.
+        search: the search settings; a request sets the beam and n-best of its copy.
+        max_tokens: source pieces per batch, padding included.
+        max_source_len: longer sources are cut to this many pieces (as ``translate`` does).
+    """
+
+    def __init__(self, trained: Trained, search: SearchSettings, max_tokens: int,
+                 max_source_len: int):  # fmt: skip
+        self.trained = trained
+        self.search = search
+        self.max_tokens = max_tokens
+        self.max_source_len = max_source_len
+
+    def size(self, text: str) -> int:
+        """A sentence's cost in a batch: its source pieces and EOS."""
+        pieces = len(self.trained.vocab.src.encode(text)) if text.strip() else 0
+        return min(pieces, self.max_source_len) + 1
+
+    def run(self, key: SearchKey, sentences: Sequence[Sentence]) -> list[dict[str, Any]]:
+        """Translate ``sentences`` with ``key``'s search: one answer each (see
+        ``schema.SentenceTranslation``), in their order."""
+        search = dataclasses.replace(self.search, beam_size=key.beam, n_best=key.n_best)
+        translations = translate_lines(
+            self.trained, [s.text for s in sentences], search, self.max_tokens,
+            max_source_len=self.max_source_len,
+        )  # fmt: skip
+        inspected = self._inspect(sentences, translations)
+        answers = []
+        for i, (sentence, translation) in enumerate(zip(sentences, translations, strict=True)):
+            hypotheses = []
+            for k, (text, hyp) in enumerate(
+                zip(translation.texts, translation.hypotheses, strict=True)
+            ):
+                answer: dict[str, Any] = {"text": text, "score": hyp.score}
+                attention = inspected.get((i, k))
+                if sentence.alignment:
+                    answer["alignment"] = _alignment(attention) if attention else ""
+                if sentence.attention and attention is not None:
+                    answer["attention"] = _attention_map(attention)
+                hypotheses.append(answer)
+            answers.append({"source": sentence.text, "translations": hypotheses})
+        return answers
+
+    def _inspect(
+        self, sentences: Sequence[Sentence], translations: Sequence[Translation]
+    ) -> dict[tuple[int, int], SentenceAttention]:
+        """The attention of every hypothesis whose request asked for alignments or maps,
+        by (sentence, hypothesis); a blank sentence has none."""
+        wanted = [
+            (i, k)
+            for i, (sentence, translation) in enumerate(zip(sentences, translations, strict=True))
+            if (sentence.alignment or sentence.attention) and sentence.text.strip()
+            for k in range(len(translation.hypotheses))
+        ]
+        if not wanted:
+            return {}
+        src = self.trained.vocab.src.encode_batch([sentences[i].text for i, _ in wanted])
+        src_ids = [ids[: self.max_source_len] for ids in src]
+        tgt_ids = [translations[i].hypotheses[k].tokens for i, k in wanted]
+        texts = [(sentences[i].text, translations[i].texts[k]) for i, k in wanted]
+        stream = forced_attention(self.trained, src_ids, tgt_ids, texts, self.max_tokens)
+        return {wanted[sentence.index]: sentence for sentence in stream}
+
+
+def _alignment(sentence: SentenceAttention) -> str:
+    """Pharaoh links between the source's and the hypothesis's words."""
+    _, word_map, _ = word_attention(sentence, layer=None)
+    return format_pharaoh(extract_links(word_map, "argmax"))
+
+
+def _attention_map(sentence: SentenceAttention) -> dict[str, Any]:
+    """The pieces and weights of one hypothesis (see ``schema.AttentionMap``)."""
+    grid = as_layers_heads(sentence.weights).permute(1, 2, 0, 3)  # [L, H, T, S]
+    return {
+        "source": sentence.src_pieces,
+        "target": sentence.tgt_pieces,
+        "weights": torch.round(summary_map(sentence.weights).double(), decimals=DECIMALS).tolist(),
+        "heads": torch.round(grid.double(), decimals=DECIMALS).tolist(),
+    }
