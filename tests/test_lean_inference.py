@@ -51,12 +51,23 @@ def test_translate_imports_no_training_stack(trained_run: dict) -> None:
     assert_lean(imported_by(["translate", "--ckpt", str(trained_run["ckpt"])], "twenty-one\n"))
 
 
+def first_lines(path: Path, out: Path) -> str:
+    """The first two lines of ``path`` written to ``out``; ``out`` as a string."""
+    out.write_text("".join(path.read_text().splitlines(True)[:2]))
+    return str(out)
+
+
 def test_evaluate_imports_no_training_stack(trained_run: dict, tmp_path: Path) -> None:
-    corpus = trained_run["corpus"]
-    (tmp_path / "src").write_text("".join((corpus / "test.en").read_text().splitlines(True)[:2]))
-    (tmp_path / "ref").write_text("".join((corpus / "test.de").read_text().splitlines(True)[:2]))
-    args = ["--ckpt", str(trained_run["ckpt"]), "--src", str(tmp_path / "src")]
-    assert_lean(imported_by(["evaluate", *args, "--ref", str(tmp_path / "ref")]))
+    src = first_lines(trained_run["corpus"] / "test.en", tmp_path / "src")
+    ref = first_lines(trained_run["corpus"] / "test.de", tmp_path / "ref")
+    args = ["--ckpt", str(trained_run["ckpt"]), "--src", src, "--ref", ref]
+    assert_lean(imported_by(["evaluate", *args]))
+
+
+def test_attention_imports_no_training_stack(trained_run: dict, tmp_path: Path) -> None:
+    src = first_lines(trained_run["corpus"] / "test.en", tmp_path / "src")
+    args = ["--ckpt", str(trained_run["ckpt"]), "--src", src, "--out", str(tmp_path / "out")]
+    assert_lean(imported_by(["attention", *args, "--limit", "1"]))
 
 
 def test_average_imports_no_training_stack(trained_run: dict, tmp_path: Path) -> None:
