@@ -16,7 +16,7 @@ DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
-	bench-joey-speed bench-quality bench-joey-decoding bench-corpus
+	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start
 
 install: $(STAMP)
 
@@ -109,6 +109,16 @@ bench-joey-decoding: $(STAMP) multi30k
 # (Multi30k pairs joined two by two); not in `bench`: it takes hours, run it on its own
 bench-corpus: $(STAMP) multi30k
 	$(RUN_PY) scripts/bench_corpus.py --out $(BENCH)/corpus $(CORPUS_ARGS)
+
+# `seq2seq translate --ckpt C` on one line against `python -c "import torch"`, alternating;
+# C is the demo's checkpoint unless COLD_START_CKPT says otherwise (`make demo` first), and
+# COLD_START_BEFORE=DIR also times the code of another checkout (e.g. `git worktree add
+# --detach DIR c5fc07d`). Seconds, not part of `make bench`.
+COLD_START_CKPT ?= $(DEMO_CKPT)
+COLD_START_ROUNDS ?= 7
+bench-cold-start: $(STAMP)
+	$(RUN_PY) scripts/bench_cold_start.py --ckpt $(COLD_START_CKPT) --rounds $(COLD_START_ROUNDS) \
+	  $(if $(COLD_START_BEFORE),--before $(COLD_START_BEFORE)) --out $(BENCH)/cold-start.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

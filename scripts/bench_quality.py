@@ -42,7 +42,7 @@ import torch
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
-from seq2seq.sources import read_lines
+from seq2seq.text_lines import read_lines
 
 BASELINE = "bahdanau"  # every variant is tested against it
 TRANSFORMER = "transformer"

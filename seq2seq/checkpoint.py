@@ -1,9 +1,13 @@
-"""Loading a trained model from a Lightning checkpoint, safely.
+"""The checkpoint: its format, its payload, loading a trained model from it, and averaging.
 
-A checkpoint carries everything needed to translate: the weights, the SentencePiece
-models (``checkpoint["seq2seq"]["vocab"]``) and the run's YAML config
-(``checkpoint["seq2seq"]["config"]``). Every load uses ``torch.load(weights_only=True)``,
-so a checkpoint cannot run code while it is read.
+A checkpoint is a ``torch.save`` archive of Lightning's dictionary (``state_dict``,
+``epoch``, ``global_step``, optimizer states...) plus the toolkit's ``Payload`` under
+``CHECKPOINT_KEY``: the SentencePiece models and the run's YAML config, so that a
+checkpoint alone is enough to translate. Every load uses ``torch.load(weights_only=True)``,
+so a checkpoint cannot run code while it is read; every save is atomic.
+
+This module sits below the training code: it imports nothing from Lightning, torchmetrics
+or ``datasets``, and the task (which fills the payload) imports it, never the reverse.
 """
 
 from __future__ import annotations
@@ -11,19 +15,32 @@ from __future__ import annotations
 import pickle
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 import yaml
 from jsonargparse import ArgumentParser
 
+from seq2seq.atomic import remove_stale_temps, write_atomically
 from seq2seq.errors import CheckpointError
 from seq2seq.model import EncoderDecoder, VocabSpec
-from seq2seq.task import CHECKPOINT_KEY
 from seq2seq.tokenizer import Vocabulary
+
+CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the toolkit's Payload
+
+
+class Payload(TypedDict, total=False):
+    """What a checkpoint keeps under ``CHECKPOINT_KEY``, beside Lightning's own entries."""
+
+    vocab: dict[str, Any]  # Vocabulary.to_state(): the SentencePiece models
+    config: str | None  # the run's YAML config, as LightningCLI dumped it
+    rng: dict[str, Any]  # torch and Python random states, to resume a run where it stopped
+    skipped_batches: int  # training batches skipped for a non-finite loss so far
+    averaged_from: list[str]  # the checkpoints `seq2seq average` took the mean of
+
 
 MODEL_PREFIX = "model."  # the task keeps its EncoderDecoder in `self.model`
 CHECKPOINT_NAMES = ("last.ckpt", "best.ckpt")  # what a folder given as a checkpoint may hold
@@ -139,7 +156,7 @@ def build_model(config: dict[str, Any], vocab: VocabSpec) -> EncoderDecoder:
 def load_trained(path: str | Path) -> Trained:
     """Rebuild the model of a checkpoint, load its weights and put it in eval mode."""
     checkpoint = read_checkpoint(path)
-    stored = checkpoint[CHECKPOINT_KEY]
+    stored: Payload = checkpoint[CHECKPOINT_KEY]
     if not stored.get("config"):
         raise CheckpointError(f"{path} holds no run config; was it written by `seq2seq fit`?")
     config = yaml.safe_load(stored["config"])
@@ -155,3 +172,49 @@ def load_trained(path: str | Path) -> Trained:
     except RuntimeError as error:
         raise CheckpointError(f"weights in {path} do not fit its model config: {error}") from error
     return Trained(model=model.eval(), vocab=vocab, config=config)
+
+
+def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> Path:
+    """Write ``checkpoint`` to ``path`` atomically (a killed process leaves the previous file,
+    never half of one), first removing the temporary checkpoint files that killed
+    processes left in its folder."""
+    path = Path(path)
+    remove_stale_temps(path.parent, lambda name: name.endswith(".ckpt"))
+    return write_atomically(path, lambda file: torch.save(checkpoint, file))
+
+
+def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
+    """A checkpoint whose floating-point weights are the element-wise mean over ``paths``.
+
+    Averaging the last few checkpoints of a run usually scores a little higher than any of
+    them (Vaswani et al., 2017, average the last 5 or 20). The result keeps the payload of
+    the checkpoints (whose vocabularies must agree) and drops optimizer state, so it is a
+    checkpoint to translate with, not to resume from.
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    first = read_checkpoint(paths[0])
+    total = {k: v.double() if v.is_floating_point() else v for k, v in first["state_dict"].items()}
+    for path in paths[1:]:
+        checkpoint = read_checkpoint(path)
+        if checkpoint[CHECKPOINT_KEY]["vocab"] != first[CHECKPOINT_KEY]["vocab"]:
+            raise CheckpointError(f"{path} has another vocabulary than {paths[0]}")
+        weights = checkpoint["state_dict"]
+        if weights.keys() != total.keys():
+            raise CheckpointError(f"{path} holds other weights than {paths[0]}")
+        for key, value in weights.items():
+            if value.is_floating_point():
+                total[key] += value.double()
+    state_dict = {
+        key: (value / len(paths)).to(first["state_dict"][key].dtype)
+        if value.is_floating_point()
+        else value
+        for key, value in total.items()
+    }
+    payload: Payload = {**first[CHECKPOINT_KEY], "averaged_from": [str(p) for p in paths]}
+    return {
+        "state_dict": state_dict,
+        CHECKPOINT_KEY: payload,
+        "epoch": first.get("epoch"),
+        "global_step": first.get("global_step"),
+    }

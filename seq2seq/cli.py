@@ -1,184 +1,21 @@
 """The ``seq2seq`` command.
 
-``seq2seq fit|validate|test --config C`` is Lightning's CLI over ``TranslationTask`` and
-``TranslationDataModule``; the other commands (``translate``, ``evaluate``,
-``attention``, ``align-score``, ``average``, ``corpus``) take a checkpoint or write data
-and live in ``commands.py``; ``cli_help.py`` lists them all. A mistake in the user's
-input ends with one line on stderr and exit status 1, not a traceback.
+``seq2seq fit|validate|test --config C`` is Lightning's CLI (``training_cli.py``), imported
+only for those commands; the other commands (``translate``, ``evaluate``, ``attention``,
+``align-score``, ``average``, ``corpus``) take a checkpoint or write data, live in
+``commands.py`` and run without the training stack; ``cli_help.py`` lists them all. A
+mistake in the user's input ends with one line on stderr and exit status 1, not a traceback.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import sys
-from pathlib import Path
-from typing import Any, NoReturn
-
-from pytorch_lightning import LightningModule, Trainer
-from pytorch_lightning.callbacks import EarlyStopping, ThroughputMonitor
-from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from seq2seq.allocator import keep_freed_memory
-from seq2seq.checkpoint import read_checkpoint
-from seq2seq.cli_help import (
-    DESCRIPTION,
-    TRAINING_COMMANDS,
-    exit_before_a_command,
-    print_usage_error,
-    training_help,
-)
+from seq2seq.cli_help import TRAINING_COMMANDS, exit_before_a_command
 from seq2seq.commands import COMMANDS, run_command
-from seq2seq.data import TranslationDataModule
-from seq2seq.distributed import bound_collective_waits
 from seq2seq.errors import Seq2SeqError
-from seq2seq.fit_summary import FitSummary
-from seq2seq.quiet import quiet_lightning
-from seq2seq.resume import checkpoint_dir, checkpoint_to_resume
-from seq2seq.run_lock import RunLock, claim_version
-from seq2seq.stopping import GracefulStop, ResumableCheckpoint
-from seq2seq.task import TranslationTask, batch_sentences, batch_target_tokens
-
-
-class ConfigIntoCheckpoint(SaveConfigCallback):
-    """Besides writing config.yaml to the log folder, hand the config to the task so that
-    every checkpoint carries it (a checkpoint alone must be enough to translate)."""
-
-    def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        pl_module.run_config = self.parser.dump(self.config, skip_none=False)
-
-
-def default_loggers(root: str, tensorboard: bool, claim: bool) -> list[Logger]:
-    """CSV logs always, TensorBoard logs beside them when tensorboard is installed. With
-    ``claim`` (the process that writes logs), the version folder is taken atomically."""
-    version = claim_version(Path(root) / "logs") if claim else None
-    csv = CSVLogger(save_dir=root, name="logs", version=version)
-    if not tensorboard:
-        return [csv]
-    return [csv, TensorBoardLogger(save_dir=root, name="logs", version=csv.version)]
-
-
-class OneLineErrorParser(LightningArgumentParser):
-    """Reports a config or command-line mistake in one line, not after a screen of usage."""
-
-    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
-        if not self.exit_on_error:  # a parser used internally: jsonargparse handles the error
-            super().error(message, ex)
-        parser = getattr(ex, "subcommand_parser", None) or self
-        print_usage_error(message, parser.prog.replace(" [options]", ""))
-        self.exit(2)
-
-
-class Seq2SeqCLI(LightningCLI):
-    """LightningCLI with the vocabulary linked from the data into the model, and best-k
-    checkpointing and early stopping on validation BLEU."""
-
-    @staticmethod
-    def subcommands() -> dict[str, set[str]]:
-        """Lightning's subcommands but ``predict``: the task has no predict step, and
-        ``seq2seq translate`` is how a checkpoint translates."""
-        return {name: LightningCLI.subcommands()[name] for name in TRAINING_COMMANDS}
-
-    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.link_arguments("data.vocab", "model.vocab", apply_on="instantiate")
-        parser.add_lightning_class_args(ResumableCheckpoint, "checkpoint")
-        parser.add_lightning_class_args(EarlyStopping, "early_stopping")
-        parser.set_defaults(
-            {
-                "checkpoint.monitor": "val_bleu",
-                "checkpoint.mode": "max",
-                "checkpoint.save_top_k": 3,
-                "checkpoint.save_last": True,
-                "checkpoint.filename": "epoch{epoch:02d}-bleu{val_bleu:.2f}",
-                "checkpoint.auto_insert_metric_name": False,
-                # saved after validation instead: an epoch cut short would resume at the next
-                "checkpoint.save_on_train_epoch_end": False,
-                "early_stopping.monitor": "val_bleu",
-                "early_stopping.mode": "max",
-                "early_stopping.patience": 5,
-                # val BLEU exists only after a validation: check there, not at the end of
-                # a training epoch, which max_steps or max_time can cut short of one
-                "early_stopping.check_on_train_epoch_end": False,
-            }
-        )
-
-    def _parse_ckpt_path(self) -> None:
-        """Lightning reads ``--ckpt_path`` here with a bare torch.load; read it through
-        ``read_checkpoint`` first so that a bad file is a CheckpointError, not a traceback.
-        Before that, place the checkpoints in the run's own folder and turn ``last`` into
-        the newest last checkpoint there (or an error: there is nothing to resume)."""
-        subcommand = self.config.get("subcommand")
-        settings = self.config[subcommand] if subcommand else {}
-        ckpt_path = settings.get("ckpt_path")
-        if subcommand:
-            root = settings.get("trainer.default_root_dir")
-            folder = checkpoint_dir(root, settings.get("checkpoint.dirpath"))
-            settings["checkpoint.dirpath"] = str(folder)
-            if ckpt_path == "last":
-                ckpt_path = settings["ckpt_path"] = str(checkpoint_to_resume(folder, root))
-        if ckpt_path and Path(ckpt_path).is_file():
-            step = read_checkpoint(ckpt_path).get("global_step")
-            if subcommand == "fit":
-                print(f"seq2seq: resuming from {ckpt_path} at step {step}", file=sys.stderr)
-        super()._parse_ckpt_path()
-
-    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        """The Trainer; for ``fit``, with the checkpoint folder locked (by global rank 0,
-        before any log folder is made) and, unless configured, the default loggers."""
-        trainer_config = self._get(self.config_init, "trainer", default={})
-        default_logging = trainer_config.get("logger") in (None, True)
-        if default_logging:  # set below, once this process's rank is known
-            kwargs["logger"] = False
-        trainer = super().instantiate_trainer(**kwargs)
-        if self.subcommand == "fit" and trainer.is_global_zero:
-            run_lock = next(c for c in trainer.callbacks if isinstance(c, RunLock))
-            run_lock.acquire(self._get(self.config, "checkpoint.dirpath"))
-        if default_logging:  # CSV (+ TensorBoard)
-            root = trainer_config.get("default_root_dir") or "."
-            tensorboard = importlib.util.find_spec("tensorboard") is not None
-            trainer.loggers = default_loggers(root, tensorboard, claim=trainer.is_global_zero)
-        return trainer
-
-    def after_fit(self) -> None:
-        next(c for c in self.trainer.callbacks if isinstance(c, GracefulStop)).exit_if_stopped(
-            self.trainer
-        )
-
-
-def run_lightning(args: list[str] | None) -> None:
-    """Lightning's CLI on ``args`` (None: the process's own command line)."""
-    bound_collective_waits()
-    Seq2SeqCLI(
-        TranslationTask,
-        TranslationDataModule,
-        save_config_callback=ConfigIntoCheckpoint,
-        save_config_kwargs={"overwrite": True},
-        # The bucketed batch sampler shards batches across processes itself.
-        trainer_defaults={
-            "use_distributed_sampler": False,
-            "plugins": [{"class_path": "seq2seq.checkpoint_io.SafeCheckpointIO"}],
-            # logs train|items_per_sec: real target tokens per second
-            "callbacks": [
-                ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20),
-                GracefulStop(),
-                RunLock(),
-                FitSummary(),  # checkpoints, best val BLEU and wall time, in one line
-            ],
-            # Lightning's table measures FLOPs only with an example input (it would show 0);
-            # FitSummary logs the parameter count instead
-            "enable_model_summary": False,
-        },
-        seed_everything_default=1,
-        parser_kwargs={
-            "prog": "seq2seq",
-            "description": DESCRIPTION,
-            **{command: training_help(command) for command in Seq2SeqCLI.subcommands()},
-        },
-        parser_class=OneLineErrorParser,
-        args=args,
-        auto_configure_optimizers=False,
-    )
 
 
 def show_progress_messages() -> None:
@@ -193,7 +30,7 @@ def show_progress_messages() -> None:
 
 def command_summaries() -> dict[str, str]:
     """Every command of ``seq2seq`` with its one-line summary: Lightning's, then the others."""
-    return {**{name: TRAINING_COMMANDS[name] for name in Seq2SeqCLI.subcommands()}, **COMMANDS}
+    return {**TRAINING_COMMANDS, **COMMANDS}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -201,12 +38,13 @@ def main(argv: list[str] | None = None) -> None:
     if not args or args[0] not in command_summaries():
         exit_before_a_command(args, command_summaries())
     show_progress_messages()
-    quiet_lightning()
     keep_freed_memory()  # about a quarter more tokens/s in training on this CPU
     try:
-        if args and args[0] in COMMANDS:
+        if args[0] in COMMANDS:
             run_command(args)
         else:
+            from seq2seq.training_cli import run_lightning  # Lightning: for training only
+
             run_lightning(argv)
     except Seq2SeqError as error:
         print(f"seq2seq: error: {error}", file=sys.stderr)

@@ -1,9 +1,10 @@
-"""What ``seq2seq`` shows of itself: the list of commands, ``--version``, the help of
-fit/validate/test, and the one line a command-line mistake ends with.
+"""What ``seq2seq`` shows of itself: the list of commands, ``--version``, and the one line
+a command-line mistake ends with.
 
-Each command parses its own options (Lightning's CLI for fit/validate/test, argparse for
-the others); the parser here only lists them, so that ``seq2seq``, ``seq2seq --help`` and
-an unknown command show every command, one line each.
+Each command parses its own options (Lightning's CLI for fit/validate/test, in
+``training_cli.py``; argparse for the others); the parser here only lists them, so that
+``seq2seq``, ``seq2seq --help`` and an unknown command show every command, one line each,
+without importing Lightning.
 """
 
 from __future__ import annotations
@@ -14,44 +15,21 @@ import textwrap
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
-# --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
-# when the parser is built, so every model family is imported here, whatever the command.
-from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.transformer import Transformer
-
-MODEL_FAMILIES = (RNNSeq2Seq, Transformer)
-
 DESCRIPTION = (
     "Neural machine translation with pluggable, inspectable attention. fit, validate and "
     "test run Lightning's CLI over a config; the other commands take a checkpoint or write "
     "data."
 )
 
-# The Lightning subcommands offered, each with the line `seq2seq --help` shows for it.
+# The Lightning subcommands offered (all but predict: the task has no predict step, and
+# `seq2seq translate` is how a checkpoint translates), each with the line `seq2seq --help`
+# shows for it. Written out so that listing them needs no Lightning; a test checks them
+# against LightningCLI.subcommands().
 TRAINING_COMMANDS = {
     "fit": "train a model on a config's data (--config C)",
     "validate": "score a checkpoint on the validation split",
     "test": "score a checkpoint on the test split",
 }
-
-# Instead of argparse's usage, which spells out all 130 options in 75 lines.
-TRAINING_USAGE = """%(prog)s [-h] [--config CONFIG] [--print_config]
-    [--model.* ...] [--data.* ...] [--checkpoint.* ...] [--early_stopping.* ...]
-    [--trainer.* ...] [--ckpt_path CKPT_PATH]"""
-
-
-def training_help(command: str) -> dict[str, str]:
-    """The description and short usage of a Lightning subcommand's ``--help``."""
-    summary = TRAINING_COMMANDS[command]
-    families = ", ".join(family.__name__ for family in MODEL_FAMILIES)
-    description = (
-        f"{summary[0].upper()}{summary[1:]}. The toolkit's own options follow Lightning's "
-        f"--trainer.* ones: --model.* (the task; --model.model is the model family, one of "
-        f"{families}: `seq2seq {command} --model.model.help NAME` shows its options), "
-        "--data.* (the data and vocabulary), --checkpoint.* and --early_stopping.* (both "
-        "on validation BLEU)."
-    )
-    return {"description": description, "usage": TRAINING_USAGE}
 
 
 def print_usage_error(message: str, command: str) -> None:

@@ -1,5 +1,11 @@
 """The commands beside Lightning's: translate, evaluate, attention, align-score, average,
-corpus and serve."""
+corpus and serve.
+
+What only some commands need is imported by those commands: the scores (sacrebleu,
+sacremoses) by evaluate, the attention inspection (matplotlib) by attention and
+align-score, the corpus generator (babel, num2words) by corpus, the web stack by serve; so
+that translate starts with little more than torch.
+"""
 
 from __future__ import annotations
 
@@ -14,30 +20,24 @@ from pathlib import Path
 
 import torch
 
-from seq2seq.alignment import (
-    InspectOptions,
-    format_summary,
-    inspect_attention,
-    plot_positional_encoding,
-    read_gold,
-    read_links,
-    score_alignments,
-)
 from seq2seq.arriving_lines import arriving_lines
 from seq2seq.atomic import atomic_output, write_atomically
-from seq2seq.averaging import average_checkpoints, save_atomically
-from seq2seq.checkpoint import Trained, check_checkpoint_path, load_trained
+from seq2seq.checkpoint import (
+    Trained,
+    average_checkpoints,
+    check_checkpoint_path,
+    load_trained,
+    save_checkpoint,
+)
 from seq2seq.command_line import (
     check_input_file,
     check_output_file,
     check_output_folder,
     parse_command_line,
 )
-from seq2seq.corpus import write_corpus
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import DataError, OutputError, Seq2SeqError
-from seq2seq.metrics import literature_bleu, score_corpus
-from seq2seq.sources import iter_lines, read_lines
+from seq2seq.text_lines import iter_lines, read_lines
 from seq2seq.translator import SearchSettings, Translation, translate_lines, translate_stream
 
 
@@ -119,6 +119,8 @@ def _write_to_stdout(translations: Iterable[Translation], n_best: int) -> None:
 
 def evaluate(args: argparse.Namespace) -> None:
     """Translate --src and score it against --ref: BLEU, chrF, and the literature's BLEU."""
+    from seq2seq.metrics import literature_bleu, score_corpus
+
     for ckpt in args.ckpt:
         check_checkpoint_path(ckpt)
     check_output_file(args.output)
@@ -166,6 +168,13 @@ def attention(args: argparse.Namespace) -> None:
     """Inspect what the decoder attends to: heatmaps, word alignments (Pharaoh), attention
     statistics and an HTML report of --src translated (or of --ref, forced), written to --out;
     or, with --positional-encoding, plots of the Transformer's sinusoidal encoding."""
+    from seq2seq.alignment import (
+        InspectOptions,
+        format_summary,
+        inspect_attention,
+        plot_positional_encoding,
+    )
+
     check_output_folder(args.out)
     if args.positional_encoding:
         if args.dim is None or args.len is None:
@@ -230,6 +239,8 @@ def _check_reverse(trained: Trained, reverse: Trained) -> None:
 def align_score(args: argparse.Namespace) -> None:
     """Score word alignments against gold ones: AER, precision and recall (Och & Ney 2003;
     gold links written 3p4 or 3-4-P are possible, the others sure)."""
+    from seq2seq.alignment import read_gold, read_links, score_alignments
+
     gold, hyp = read_gold(args.gold, args.one_indexed), read_links(args.hyp)
     _check_parallel(args.gold, gold, args.hyp, hyp)
     score = score_alignments(gold, hyp)
@@ -244,6 +255,8 @@ def align_score(args: argparse.Namespace) -> None:
 
 def corpus(args: argparse.Namespace) -> None:
     """Write the embedded corpus (numbers and dates, written out) as parallel text files."""
+    from seq2seq.corpus import write_corpus
+
     paths = write_corpus(
         Path(args.out), seed=args.seed, src_lang=args.src_lang, tgt_lang=args.tgt_lang
     )
@@ -256,7 +269,7 @@ def average(args: argparse.Namespace) -> None:
     for ckpt in args.ckpts:
         check_checkpoint_path(ckpt)
     check_output_file(args.out, "--out", new_folder=True)
-    print(save_atomically(average_checkpoints(args.ckpts), args.out))
+    print(save_checkpoint(average_checkpoints(args.ckpts), args.out))
 
 
 def serve(args: argparse.Namespace) -> None:

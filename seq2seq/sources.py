@@ -17,17 +17,15 @@ what identifies the files (path, size, modification time) rather than on their t
 later run finds it without reading the corpus. Hub datasets already are Arrow: their
 ``translation`` column is flattened into ``src``/``tgt`` without copying.
 
-Lines are split on ``\\n`` only (a trailing ``\\r`` is removed), so a sentence containing
-another Unicode line separator stays one sentence.
+Lines are read as ``seq2seq.text_lines`` reads them: split on ``\\n`` only, so a sentence
+containing another Unicode line separator stays one sentence.
 """
 
 from __future__ import annotations
 
 import glob
-import gzip
 import hashlib
 import json
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
@@ -39,6 +37,7 @@ import pyarrow.compute as pc
 
 from seq2seq.errors import DataError
 from seq2seq.split_text import SplitText
+from seq2seq.text_lines import iter_lines
 
 SPLIT = "{split}"
 PATTERN_SUFFIXES = (".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz")
@@ -50,49 +49,6 @@ RECORD_BATCH_ROWS = 20_000
 FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
 
 Row = dict[str, str]
-
-
-# -- lines -------------------------------------------------------------------------------
-def iter_lines(path: str | Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file (gzipped if its name ends in ``.gz``), streamed."""
-    path = Path(path)
-    opener: Callable[..., Any] = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as file:
-            for number, raw in enumerate(file, 1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise DataError(
-                        f"{path}: line {number} is not valid UTF-8 ({error.reason})"
-                    ) from None
-                if number == 1:
-                    line = line.removeprefix("\ufeff")
-                yield line.removesuffix("\n").removesuffix("\r")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
-        raise DataError(f"{path}: not a readable gzip file ({error})") from error
-    except OSError as error:
-        raise DataError(f"cannot read {path}: {error.strerror or error}") from error
-
-
-def read_lines(path: str | Path) -> list[str]:
-    """All lines of a (small) UTF-8 text file, gzipped if its name ends in ``.gz``."""
-    return list(iter_lines(path))
-
-
-def decode_lines(data: bytes, name: str) -> list[str]:
-    """The lines of UTF-8 ``data``; ``name`` (a path, ``<stdin>``) is for the error message."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise DataError(f"{name}: line {line} is not valid UTF-8 ({error.reason})") from None
-    if not text:
-        return []
-    lines = text.removeprefix("\ufeff").removesuffix("\n").split("\n")
-    return [line.removesuffix("\r") for line in lines]
 
 
 # -- rows of each local format, streamed -----------------------------------------------------

@@ -18,6 +18,7 @@ from pytorch_lightning.utilities import rank_zero_warn
 from torch import Tensor, nn
 
 from seq2seq.batching import Batch
+from seq2seq.checkpoint import CHECKPOINT_KEY, Payload
 from seq2seq.epoch_metrics import Perplexity, SplitTranslations
 from seq2seq.errors import CheckpointError, Seq2SeqError
 from seq2seq.loss import label_smoothed_nll
@@ -26,8 +27,6 @@ from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.schedule import Schedule, WarmupThenDecay
 from seq2seq.search import translate_batch
 from seq2seq.tokenizer import Vocabulary
-
-CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the vocabulary and the run's config
 
 log = logging.getLogger("seq2seq")
 
@@ -249,15 +248,15 @@ class TranslationTask(pl.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint[CHECKPOINT_KEY] = {
-            "vocab": self.vocab.to_state(),
-            "config": self.run_config,
-            "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
-            "skipped_batches": self.skipped_batches,
-        }
+        checkpoint[CHECKPOINT_KEY] = Payload(
+            vocab=self.vocab.to_state(),
+            config=self.run_config,
+            rng={"torch": torch.get_rng_state(), "python": random.getstate()},
+            skipped_batches=self.skipped_batches,
+        )
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        stored = checkpoint.get(CHECKPOINT_KEY, {})
+        stored: Payload = checkpoint.get(CHECKPOINT_KEY, {})
         if stored.get("vocab") != self.vocab.to_state():
             spec = Vocabulary.from_state(stored["vocab"]).spec if "vocab" in stored else None
             theirs, ours = _sizes(spec), _sizes(self.vocab.spec)

@@ -11,10 +11,11 @@ import yaml
 from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 
 from seq2seq.checkpoint import Trained, load_trained
-from seq2seq.cli import ConfigIntoCheckpoint, Seq2SeqCLI, main
+from seq2seq.cli import main
 from seq2seq.corpus import write_corpus
 from seq2seq.data import TranslationDataModule
 from seq2seq.task import TranslationTask
+from seq2seq.training_cli import ConfigIntoCheckpoint, Seq2SeqCLI
 from seq2seq.translator import SearchSettings, translate_lines
 
 

@@ -15,10 +15,11 @@ from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 
 import seq2seq
 from seq2seq.attention import Attention
-from seq2seq.cli import Seq2SeqCLI, main
+from seq2seq.cli import main
 from seq2seq.commands import COMMANDS
 from seq2seq.corpus import write_corpus
 from seq2seq.model import EncoderDecoder
+from seq2seq.training_cli import Seq2SeqCLI
 
 EVERY_COMMAND = {"fit", "validate", "test", *COMMANDS}
 

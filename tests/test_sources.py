@@ -12,7 +12,7 @@ import pytest
 
 from seq2seq import sources as sources_module
 from seq2seq.errors import DataError
-from seq2seq.sources import load_split, read_lines
+from seq2seq.sources import load_split
 from seq2seq.split_text import SplitText
 
 CACHE: list[Path] = []  # this test's cache folder, set by the fixture below
@@ -40,31 +40,6 @@ def write(path: Path, text: str) -> Path:
 
 def text(lines: list[str]) -> str:
     return "".join(line + "\n" for line in lines)
-
-
-def test_read_lines_splits_on_newlines_only(tmp_path: Path) -> None:
-    raw = "\ufeffone\r\ntwo\u2028still two\x1cand\u0085this\n\nlast"
-    assert read_lines(write(tmp_path / "a.txt", raw)) == [
-        "one",
-        "two\u2028still two\x1cand\u0085this",
-        "",
-        "last",
-    ]
-    assert read_lines(write(tmp_path / "b.txt.gz", "x\ny\n")) == ["x", "y"]
-    assert read_lines(write(tmp_path / "empty.txt", "")) == []
-    assert read_lines(write(tmp_path / "blank.txt", "\n")) == [""]
-
-
-def test_read_lines_errors_name_the_file(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.de"
-    bad.write_bytes(b"fine\nstill fine\nbroken \xff here\n")
-    with pytest.raises(DataError, match=rf"{bad}: line 3 is not valid UTF-8"):
-        read_lines(bad)
-    with pytest.raises(DataError, match=r"nope\.txt: no such file"):
-        read_lines(tmp_path / "nope.txt")
-    (tmp_path / "fake.gz").write_bytes(b"not gzip")
-    with pytest.raises(DataError, match=r"fake\.gz: not a readable gzip file"):
-        read_lines(tmp_path / "fake.gz")
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from seq2seq.alignment.links import Link
 from seq2seq.errors import DataError
-from seq2seq.sources import read_lines
+from seq2seq.text_lines import read_lines
 
 _GOLD_LINK = re.compile(r"(\d+)([-pP?])(\d+)(?:-?([sSpP]))?")
 _PLAIN_LINK = re.compile(r"(\d+)-(\d+)")
