@@ -194,7 +194,9 @@ def train(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 def averaged_checkpoint(trained: dict[str, Any], folder: Path) -> str:
     """The average of the run's recent-*.ckpt when it keeps several, else its best one."""
     run_dir = Path(trained.get("run_dir", folder / "run"))
-    recent = sorted(run_dir.glob("logs/version_*/checkpoints/recent-*.ckpt"))
+    recent = sorted(run_dir.glob("checkpoints/recent-*.ckpt")) or sorted(
+        run_dir.glob("logs/version_*/checkpoints/recent-*.ckpt")  # runs of older versions
+    )
     if len(recent) < 2:
         return trained["checkpoint"]
     averaged = folder / "averaged.ckpt"

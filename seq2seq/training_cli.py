@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pytorch_lightning import LightningModule, Trainer
-from pytorch_lightning.callbacks import EarlyStopping, ThroughputMonitor
+from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, ThroughputMonitor
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
@@ -85,6 +85,16 @@ class OneLineErrorParser(LightningArgumentParser):
         self.exit(2)
 
 
+def _is_model_checkpoint(callback: Any) -> bool:
+    """Whether a configured callback (class_path + init_args) is a ModelCheckpoint."""
+    class_path = getattr(callback, "class_path", "")
+    module, _, name = class_path.rpartition(".")
+    try:
+        return issubclass(getattr(importlib.import_module(module), name), ModelCheckpoint)
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return False
+
+
 class Seq2SeqCLI(LightningCLI):
     """LightningCLI with the vocabulary linked from the data into the model, and best-k
     checkpointing and early stopping on validation BLEU."""
@@ -130,6 +140,10 @@ class Seq2SeqCLI(LightningCLI):
             root = settings.get("trainer.default_root_dir")
             folder = checkpoint_dir(root, settings.get("checkpoint.dirpath"))
             settings["checkpoint.dirpath"] = str(folder)
+            for callback in settings.get("trainer.callbacks") or []:  # e.g. recent-*.ckpt
+                options = getattr(callback, "init_args", None)
+                if _is_model_checkpoint(callback) and options and not options.get("dirpath"):
+                    options["dirpath"] = str(folder)  # beside the run's others, not per version
             if ckpt_path == "last":
                 ckpt_path = settings["ckpt_path"] = str(checkpoint_to_resume(folder, root))
         if ckpt_path and Path(ckpt_path).is_file():

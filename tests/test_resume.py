@@ -199,3 +199,25 @@ def test_fit_writes_checkpoints_through_the_atomic_writer(trained_run, tmp_path,
     assert "last.ckpt" in saved
     checkpoints = (tmp_path / "run/checkpoints").iterdir()
     assert sorted(p.name for p in checkpoints if p.suffix == ".ckpt") == sorted(set(saved))
+
+
+def test_every_checkpoint_callback_writes_into_the_runs_checkpoint_folder(trained_run, tmp_path):
+    """A second ModelCheckpoint without a folder of its own (the Transformer configs keep the
+    last epochs as recent-*.ckpt for averaging) writes beside the run's other checkpoints,
+    not into the log version folder."""
+    from tiny_run import tiny_config, write_config
+
+    settings = tiny_config(tmp_path, trained_run["corpus"])
+    del settings["checkpoint"]  # the shipped configs name no folder
+    settings["trainer"].update(max_epochs=2, default_root_dir=str(tmp_path / "run"))
+    settings["trainer"]["callbacks"] = [
+        {
+            "class_path": "pytorch_lightning.callbacks.ModelCheckpoint",
+            "init_args": {"monitor": "epoch", "mode": "max", "save_top_k": 5,
+                          "filename": "recent-epoch{epoch:02d}", "auto_insert_metric_name": False},
+        }
+    ]  # fmt: skip
+    main(["fit", "--config", str(write_config(tmp_path / "recent.yaml", settings))])
+    recent = sorted(p.name for p in (tmp_path / "run/checkpoints").glob("recent-*.ckpt"))
+    assert recent == ["recent-epoch00.ckpt", "recent-epoch01.ckpt"]
+    assert not list((tmp_path / "run/logs").glob("version_*/checkpoints"))
