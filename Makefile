@@ -24,7 +24,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev,tensorboard]"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev,tensorboard,export]"
 	touch $@
 
 demo: $(STAMP)
