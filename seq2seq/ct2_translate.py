@@ -132,9 +132,11 @@ def translate_pieces(
 ) -> list[list[Hypothesis]]:
     """The n-best hypotheses of each source (pieces, without EOS), grouped by length limit.
 
-    Attention, with ``return_attention``: [len(tokens) + 1, S + 1] per hypothesis, the
-    last decoder layer's mean over heads (the last row is the EOS step, the last column
-    the source's EOS).
+    Attention, with ``return_attention``: [len(tokens) + 1, S] per hypothesis, the last
+    decoder layer's mean over heads (the last row is the EOS step; CTranslate2 leaves out
+    the column of the EOS it appends to the source, so rows sum to at most 1). Beam search
+    then translates one sentence at a time: batched, CTranslate2 4.8 gives every sentence
+    but the first of a batch the first step's attention of another sentence.
     """
     check_search(search)
     groups: dict[int, list[int]] = {}
@@ -142,11 +144,12 @@ def translate_pieces(
         limit = max(1, math.floor(search.max_len_ratio * (len(pieces) + 1) + search.max_len_offset))
         groups.setdefault(min(limit, exported.positions - 1), []).append(i)
     results: list[list[Hypothesis]] = [[] for _ in sources]
+    one_by_one = return_attention and search.beam_size > 1
     for limit, members in groups.items():
         outputs = exported.translator.translate_batch(
             [list(sources[i]) for i in members],
-            max_batch_size=max_tokens,
-            batch_type="tokens",
+            max_batch_size=1 if one_by_one else max_tokens,
+            batch_type="examples" if one_by_one else "tokens",
             beam_size=search.beam_size,
             num_hypotheses=search.beam_size,
             length_penalty=NEAR_ZERO_PENALTY,
