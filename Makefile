@@ -16,7 +16,7 @@ DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
-	bench-joey-speed bench-quality bench-joey-decoding bench-corpus
+	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-engines
 
 install: $(STAMP)
 
@@ -109,6 +109,15 @@ bench-joey-decoding: $(STAMP) multi30k
 # (Multi30k pairs joined two by two); not in `bench`: it takes hours, run it on its own
 bench-corpus: $(STAMP) multi30k
 	$(RUN_PY) scripts/bench_corpus.py --out $(BENCH)/corpus $(CORPUS_ARGS)
+
+# One Transformer decoding test_2016 with seq2seq (fp32, bf16) and its CTranslate2 export
+# (float32, int8), beam 5 and greedy, runs alternating; not in `bench`. ENGINES_CKPT: by
+# default the checkpoint bench-quality's Transformer evaluated.
+ENGINES_CKPT ?= $(shell $(BIN)/python -c "import json; print(json.load(open('$(BENCH)/quality-en-de/transformer/result.json'))['evaluated'])" 2>/dev/null)
+bench-engines: $(STAMP) multi30k
+	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
+	$(RUN_PY) scripts/bench_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
+	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts
