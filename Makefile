@@ -16,7 +16,7 @@ DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
-	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start
+	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines
 
 install: $(STAMP)
 
@@ -24,7 +24,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev,tensorboard,serve]"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev,tensorboard,serve,export]"
 	touch $@
 
 demo: $(STAMP)
@@ -119,6 +119,15 @@ COLD_START_ROUNDS ?= 7
 bench-cold-start: $(STAMP)
 	$(RUN_PY) scripts/bench_cold_start.py --ckpt $(COLD_START_CKPT) --rounds $(COLD_START_ROUNDS) \
 	  $(if $(COLD_START_BEFORE),--before $(COLD_START_BEFORE)) --out $(BENCH)/cold-start.json
+
+# One Transformer decoding test_2016 with seq2seq (fp32, bf16) and its CTranslate2 export
+# (float32, int8), beam 5 and greedy, runs alternating; not in `bench`. ENGINES_CKPT: by
+# default the checkpoint bench-quality's Transformer evaluated.
+ENGINES_CKPT ?= $(shell $(BIN)/python -c "import json; print(json.load(open('$(BENCH)/quality-en-de/transformer/result.json'))['evaluated'])" 2>/dev/null)
+bench-engines: $(STAMP) multi30k
+	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
+	$(RUN_PY) scripts/bench_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
+	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

@@ -1,7 +1,7 @@
 """The command line of the commands beside Lightning's (translate, evaluate, attention,
-align-score, average, corpus, serve): every option checked while the command line is parsed,
-before any work, against a range the option's help shows with its default; a mistake is one
-line, status 2."""
+align-score, average, corpus, export, serve): every option checked while the command line is
+parsed, before any work, against a range the option's help shows with its default; a mistake
+is one line, status 2."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from seq2seq.errors import DataError, OutputError
 
 Run = Callable[[argparse.Namespace], None]  # what runs a command, given its parsed options
+CT2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16")  # `export --quantization`
 
 
 def usage_error(prog: str, message: str) -> NoReturn:
@@ -164,7 +165,7 @@ def _add_command(commands: Any, name: str, runs: Mapping[str, Run]) -> argparse.
     return commands.add_parser(name, help=runs[name].__doc__, description=runs[name].__doc__)
 
 
-def _add_checkpoints(parser: argparse.ArgumentParser, required: bool) -> None:
+def _add_checkpoints(parser: argparse.ArgumentParser | Any, required: bool) -> None:
     parser.add_argument(
         "--ckpt",
         action="append",
@@ -200,7 +201,14 @@ def build_parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     p = _add_command(commands, "translate", runs)
-    _add_checkpoints(p, required=True)
+    model = p.add_mutually_exclusive_group(required=True)
+    _add_checkpoints(model, required=False)
+    model.add_argument(
+        "--ctranslate2",
+        metavar="DIR",
+        help="translate with a CTranslate2 export (`seq2seq export`) instead of a checkpoint; "
+        "search options as with --ckpt (see the README), --bf16 excepted",
+    )
     _add_search_options(p, beam=5)
     p.add_argument("--input", help="source text, one sentence per line (default: stdin)")
     p.add_argument("--output", help="where to write translations (default: stdout)")
@@ -286,6 +294,18 @@ def build_parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
     p = _add_command(commands, "average", runs)
     p.add_argument("--ckpts", nargs="+", required=True, help="checkpoints to average")
     p.add_argument("--out", required=True, help="where to write the averaged checkpoint")
+
+    p = _add_command(commands, "export", runs)
+    p.add_argument("--ckpt", required=True, help="Transformer checkpoint written by `seq2seq fit`")
+    p.add_argument("--to", required=True, choices=["ctranslate2"], help="the engine to export for")
+    p.add_argument("--out", required=True, help="folder to write the model into")
+    add_option(
+        p,
+        "--quantization",
+        choices=CT2_QUANTIZATIONS,
+        default="float32",
+        help="type of the stored weights (int8: about 4 times smaller and faster on CPUs)",
+    )
 
     p = _add_command(commands, "corpus", runs)
     p.add_argument("--out", required=True, help="folder to write {split}.{lang} files into")

@@ -1,9 +1,9 @@
 """The commands beside Lightning's: translate, evaluate, attention, align-score, average,
-corpus and serve.
+corpus, export and serve.
 
 What only some commands need is imported by those commands: the scores (sacrebleu,
 sacremoses) by evaluate, the attention inspection (matplotlib) by attention and
-align-score, the corpus generator (babel, num2words) by corpus, the web stack by serve; so
+align-score, the corpus generator (babel, num2words) by corpus, ctranslate2 by export and translate --ctranslate2, the web stack by serve; so
 that translate starts with little more than torch.
 """
 
@@ -15,8 +15,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -40,8 +41,13 @@ from seq2seq.errors import DataError, OutputError, Seq2SeqError
 from seq2seq.text_lines import iter_lines, read_lines
 from seq2seq.translator import SearchSettings, Translation, translate_lines, translate_stream
 
+if TYPE_CHECKING:
+    from seq2seq.ct2_translate import Exported
 
-def _search(args: argparse.Namespace, trained: Trained, n_best: int = 1) -> SearchSettings:
+
+def _search(
+    args: argparse.Namespace, trained: Trained | Exported, n_best: int = 1
+) -> SearchSettings:
     """The search the options ask for; the length penalty defaults to the one the model was
     configured (and validated) with, so that a model is scored as its config says."""
     length_penalty = args.length_penalty
@@ -71,16 +77,18 @@ def translate(args: argparse.Namespace) -> None:
     keeps its old content, and after a failure too)."""
     check_input_file(args.input)
     check_output_file(args.output)
-    trained = load_ensemble(args.ckpt)  # before reading any input: a bad checkpoint is an error
-    lines = iter_lines(args.input) if args.input else arriving_lines(sys.stdin.buffer)
-    translations = translate_stream(
-        trained,
-        lines,
-        _search(args, trained, args.n_best),
-        args.max_tokens,
-        progress=args.progress,
-        max_source_len=args.max_source_len,
-    )
+    if args.ctranslate2:
+        translations = _translate_with_ctranslate2(args)
+    else:
+        trained = load_ensemble(args.ckpt)  # before reading any input: a bad checkpoint is an error
+        translations = translate_stream(
+            trained,
+            _input_lines(args),
+            _search(args, trained, args.n_best),
+            args.max_tokens,
+            progress=args.progress,
+            max_source_len=args.max_source_len,
+        )
     if not args.output:
         _write_to_stdout(translations, args.n_best)
         return
@@ -90,6 +98,29 @@ def translate(args: argparse.Namespace) -> None:
             out.write(_format(i, translation, args.n_best))
         out.flush()
         out.detach()
+
+
+def _input_lines(args: argparse.Namespace) -> Iterable[str | None]:
+    """The lines of --input, or of stdin as they arrive (None: the input paused)."""
+    return iter_lines(args.input) if args.input else arriving_lines(sys.stdin.buffer)
+
+
+def _translate_with_ctranslate2(args: argparse.Namespace) -> Iterator[Translation]:
+    """translate --ctranslate2 DIR: the export's translations, under seq2seq's search
+    semantics (ct2_translate says how each option maps)."""
+    from seq2seq.ct2_translate import check_search, load_export, translate_stream_ct2
+
+    exported = load_export(args.ctranslate2)
+    search = _search(args, exported, args.n_best)
+    check_search(search)  # before reading any input
+    return translate_stream_ct2(
+        exported,
+        _input_lines(args),
+        search,
+        args.max_tokens,
+        progress=args.progress,
+        max_source_len=args.max_source_len,
+    )
 
 
 def _format(index: int, translation: Translation, n_best: int) -> str:
@@ -283,6 +314,18 @@ def serve(args: argparse.Namespace) -> None:
     start_server(args, lambda trained: _search(args, trained))
 
 
+def export(args: argparse.Namespace) -> None:
+    """Export a Transformer checkpoint for CTranslate2 (--to ctranslate2): its weights, its
+    SentencePiece model(s) and vocabulary, in one folder that `seq2seq translate
+    --ctranslate2 DIR` and ctranslate2.Translator read."""
+    from seq2seq.export import export_ctranslate2, import_ctranslate2
+
+    check_checkpoint_path(args.ckpt)
+    check_output_folder(args.out)
+    import_ctranslate2()  # before loading the checkpoint: a missing package fails fast
+    print(export_ctranslate2(load_trained(args.ckpt), args.out, args.quantization))
+
+
 RUNS: dict[str, Callable[[argparse.Namespace], None]] = {
     "translate": translate,
     "evaluate": evaluate,
@@ -290,6 +333,7 @@ RUNS: dict[str, Callable[[argparse.Namespace], None]] = {
     "align-score": align_score,
     "average": average,
     "corpus": corpus,
+    "export": export,
     "serve": serve,
 }
 # Each command with the line `seq2seq --help` shows for it.
@@ -300,6 +344,7 @@ COMMANDS = {
     "align-score": "score word alignments against gold ones (AER)",
     "average": "average the weights of several checkpoints",
     "corpus": "write the embedded corpus as parallel text files",
+    "export": "export a Transformer checkpoint to CTranslate2",
     "serve": "serve translations, alignments and attention over HTTP",
 }
 BROKEN_PIPE_STATUS = 128 + 13  # what a shell reports for a process ended by SIGPIPE

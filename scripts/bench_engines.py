@@ -1,0 +1,138 @@
+"""Decoding engines side by side: one Transformer checkpoint decoding a test set with
+seq2seq (fp32, and under bf16 autocast) and with its CTranslate2 export (float32, int8).
+
+Each run is a process of its own that loads its engine, then translates every line of
+``--src`` under one search (beam 5 or greedy, seq2seq's search semantics on both engines,
+see seq2seq/ct2_translate.py) with ``--threads`` threads, and reports sentences/s (its
+own clock around translation: loading left out), its peak RSS, and the cased sacreBLEU
+of its output against ``--ref``. Rounds alternate the engines (A B C D A B C D) so that
+a slow spell of a shared machine hits all of them; the table gives medians.
+
+    python scripts/bench_engines.py --ckpt CKPT --src test.en.gz --ref test.de.gz \\
+        --out runs/bench/engines --rounds 2
+
+The exports are written once into ``--out`` (ct2-float32, ct2-int8); results go to
+``--out/results.json`` and a markdown table is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ENGINES = ("seq2seq-fp32", "seq2seq-bf16", "ct2-float32", "ct2-int8")
+SEARCHES = {"beam5": 5, "greedy": 1}
+
+
+def translate_once(args: argparse.Namespace) -> None:
+    """One run (the child process): print a JSON line with speed, peak RSS and hypotheses."""
+    import torch
+
+    from seq2seq.sources import read_lines
+    from seq2seq.translator import SearchSettings, translate_lines
+
+    torch.set_num_threads(args.threads)
+    lines = read_lines(args.src)
+    beam = SEARCHES[args.search]
+    if args.engine.startswith("seq2seq"):
+        from seq2seq.checkpoint import load_trained
+
+        trained = load_trained(args.ckpt)
+        search = SearchSettings(beam, 1, trained.length_penalty, bf16=args.engine.endswith("bf16"))
+        start = time.perf_counter()
+        hyps = [t.text for t in translate_lines(trained, lines, search, args.max_tokens)]
+    else:
+        from seq2seq.ct2_translate import load_export, translate_stream_ct2
+
+        exported = load_export(args.out / args.engine, threads=args.threads)
+        search = SearchSettings(beam, 1, exported.length_penalty)
+        start = time.perf_counter()
+        translations = translate_stream_ct2(exported, lines, search, args.max_tokens)
+        hyps = [t.text for t in translations]
+    seconds = time.perf_counter() - start
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    speed = {"seconds": seconds, "sentences_per_s": len(lines) / seconds}
+    print(json.dumps({**speed, "peak_rss_mb": peak_kb / 1024, "hypotheses": hyps}))
+
+
+def export_models(args: argparse.Namespace) -> None:
+    from seq2seq.checkpoint import load_trained
+    from seq2seq.export import export_ctranslate2
+
+    trained = load_trained(args.ckpt)
+    for quantization in ("float32", "int8"):
+        folder = args.out / f"ct2-{quantization}"
+        if not (folder / "model.bin").is_file():
+            export_ctranslate2(trained, folder, quantization)
+
+
+def run(args: argparse.Namespace, engine: str, search: str) -> dict:
+    command = [sys.executable, __file__, "--child", "--engine", engine, "--search", search,
+               "--ckpt", str(args.ckpt), "--src", str(args.src), "--ref", str(args.ref),
+               "--out", str(args.out), "--threads", str(args.threads),
+               "--max-tokens", str(args.max_tokens)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{engine} {search} failed:\n{done.stderr}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ckpt", type=Path, required=True, help="a Transformer checkpoint")
+    parser.add_argument("--src", type=Path, required=True, help="source sentences (.gz or not)")
+    parser.add_argument("--ref", type=Path, required=True, help="reference translations")
+    parser.add_argument("--out", type=Path, required=True, help="folder for exports and results")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of every engine and search")
+    parser.add_argument("--threads", type=int, default=2, help="threads of every engine")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="source pieces per batch")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)
+    parser.add_argument("--search", choices=list(SEARCHES), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        translate_once(args)
+        return
+    from sacrebleu.metrics import BLEU
+
+    from seq2seq.sources import read_lines
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    export_models(args)
+    references = read_lines(args.ref)
+    runs: dict[str, list[dict]] = {}
+    for round_ in range(args.rounds):
+        for search in SEARCHES:
+            for engine in ENGINES:
+                result = run(args, engine, search)
+                hyps = result.pop("hypotheses")
+                result["bleu"] = BLEU().corpus_score(hyps, [references]).score
+                runs.setdefault(f"{search} {engine}", []).append(result)
+                print(f"round {round_ + 1} {search:6s} {engine:13s} "
+                      f"{result['sentences_per_s']:7.1f} sent/s  {result['peak_rss_mb']:6.0f} MB  "
+                      f"BLEU {result['bleu']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
+    summary = {
+        name: {key: statistics.median(r[key] for r in results) for key in results[0]}
+        for name, results in runs.items()
+    }
+    (args.out / "results.json").write_text(json.dumps({"runs": runs, "median": summary}, indent=2))
+    print("| search | engine | sentences/s | vs seq2seq fp32 | peak RSS (MB) | BLEU |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name, median in summary.items():
+        search = name.split()[0]
+        base = summary[f"{search} seq2seq-fp32"]["sentences_per_s"]
+        print(f"| {search} | {name.split()[1]} | {median['sentences_per_s']:.1f} | "
+              f"{median['sentences_per_s'] / base:.2f}x | {median['peak_rss_mb']:.0f} | "
+              f"{median['bleu']:.2f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

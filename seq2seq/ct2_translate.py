@@ -1,0 +1,218 @@
+"""Translating with a CTranslate2 export (``seq2seq translate --ctranslate2 DIR``) under
+seq2seq's own search semantics, so that a float32 export translates as the checkpoint does.
+
+How the search options map onto CTranslate2's ``translate_batch``:
+
+- ``--beam K`` is ``beam_size``. Both beam searches keep the K best candidates that are not
+  EOS at every step, end a hypothesis when EOS is among the K best candidates, and end a
+  sentence once K hypotheses have ended (CTranslate2: ``patience`` 1, and a length
+  penalty that is not 0, which would turn on its early exit). An empty translation is
+  allowed (``min_decoding_length`` 0), as in seq2seq.
+- ``--length-penalty A`` (GNMT, ((5 + |Y|) / 6) ** A, |Y| counting EOS) is applied here:
+  CTranslate2 returns its K best ended hypotheses by log-probability (its own penalty is
+  ~0) with EOS (``return_end_token``), and they are ranked by GNMT. The penalty only ranks
+  ended hypotheses, in both searches, so it never changes which are found; the best one is
+  always among those K (a hypothesis that beats it by log-probability and ended at the last
+  step is also longer, so it beats it by GNMT too).
+- ``--n-best N`` keeps the N best of those K. With a length penalty above 0 and more than K
+  hypotheses ending by the last step, seq2seq ranks them all and CTranslate2 kept the K most
+  probable: the list below the best may then differ.
+- ``--max-len-ratio R --max-len-offset O``: the same per-sentence limit floor(R * S + O)
+  pieces (S counting the source's EOS), as ``max_decoding_length`` (limit + 1 steps) for
+  each group of sentences with one limit. At the limit seq2seq forces EOS while CTranslate2
+  stops on whatever piece it chose (dropped here): a translation that reaches the limit
+  may differ, and its score does.
+- ``--max-tokens`` is ``max_batch_size`` in tokens; ``--max-source-len`` cuts sources as
+  seq2seq does (at most the export's positions - 1 pieces).
+- ``--bf16`` is refused: an export's arithmetic is its ``--quantization``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from seq2seq.errors import Seq2SeqError
+from seq2seq.export import DESCRIPTION, DESCRIPTION_FORMAT, import_ctranslate2
+from seq2seq.search import Hypothesis, length_penalty
+from seq2seq.tokenizer import Tokenizer
+from seq2seq.translator import CHUNK_BATCHES, SearchSettings, Translation
+
+log = logging.getLogger("seq2seq")
+# CTranslate2's own length penalty (scores / |Y| ** this): so small that it ranks by
+# log-probability, not 0, which would end a sentence as soon as its best beam ends.
+NEAR_ZERO_PENALTY = 1e-6
+
+
+@dataclass
+class Exported:
+    """A loaded export: CTranslate2's translator, the SentencePiece models, the settings."""
+
+    translator: Any  # ctranslate2.Translator
+    src: Tokenizer
+    tgt: Tokenizer
+    length_penalty: float  # the trained config's, the default of --length-penalty
+    positions: int
+
+    def __post_init__(self) -> None:
+        pieces = self.tgt.id_to_piece(range(self.tgt.size))
+        self._tgt_ids = {piece: i for i, piece in enumerate(pieces)}
+
+    def ids(self, pieces: Sequence[str]) -> list[int]:
+        """Target pieces -> their ids."""
+        return [self._tgt_ids[piece] for piece in pieces]
+
+
+def check_search(search: SearchSettings) -> None:
+    """Refuse the settings an export cannot search with (one line)."""
+    if search.bf16:
+        raise Seq2SeqError(
+            "--bf16 does not apply to --ctranslate2: the export's --quantization sets its "
+            "arithmetic"
+        )
+
+
+def load_export(folder: str | Path, threads: int = 0) -> Exported:
+    """The export in ``folder`` on the CPU (``threads`` 0: CTranslate2's default)."""
+    folder = Path(folder)
+    description_path = folder / DESCRIPTION
+    if not description_path.is_file():
+        raise Seq2SeqError(
+            f"{folder} is not a CTranslate2 export of seq2seq (no {DESCRIPTION}; "
+            f"write one with `seq2seq export --to ctranslate2`)"
+        )
+    description = json.loads(description_path.read_text())
+    if description.get("format") != DESCRIPTION_FORMAT:
+        raise Seq2SeqError(f"{description_path}: unknown format {description.get('format')}")
+    ctranslate2 = import_ctranslate2()
+    try:
+        translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=threads)
+    except (RuntimeError, ValueError) as error:
+        raise Seq2SeqError(f"CTranslate2 cannot load {folder}: {error}") from error
+    models = description["sentencepiece"]
+    src = Tokenizer((folder / models["source"]).read_bytes())
+    tgt = (
+        src
+        if models["target"] == models["source"]
+        else Tokenizer((folder / models["target"]).read_bytes())
+    )
+    return Exported(translator, src, tgt, description["length_penalty"], description["positions"])
+
+
+def _hypotheses(
+    exported: Exported, result: Any, search: SearchSettings, with_attention: bool
+) -> list[Hypothesis]:
+    """seq2seq's n-best from CTranslate2's ended hypotheses (EOS kept, scores / |Y|)."""
+    hypotheses = []
+    for k, pieces in enumerate(result.hypotheses):
+        length = len(pieces)  # EOS included, or the limit was reached
+        logprob = result.scores[k] * length**NEAR_ZERO_PENALTY
+        tokens = exported.ids(pieces[:-1])  # without EOS, or without the piece past the limit
+        attention = torch.tensor(result.attention[k]) if with_attention else None
+        score = logprob / length_penalty(len(tokens) + 1, search.length_penalty)
+        hypotheses.append(Hypothesis(tokens, score, logprob, attention))
+    return sorted(hypotheses, key=lambda h: -h.score)[: search.n_best]
+
+
+def translate_pieces(
+    exported: Exported,
+    sources: Sequence[Sequence[str]],
+    search: SearchSettings,
+    max_tokens: int = 4096,
+    return_attention: bool = False,
+) -> list[list[Hypothesis]]:
+    """The n-best hypotheses of each source (pieces, without EOS), grouped by length limit.
+
+    Attention, with ``return_attention``: [len(tokens) + 1, S] per hypothesis, the last
+    decoder layer's mean over heads (the last row is the EOS step; CTranslate2 leaves out
+    the column of the EOS it appends to the source, so rows sum to at most 1). Beam search
+    then translates one sentence at a time: batched, CTranslate2 4.8 gives every sentence
+    but the first of a batch the first step's attention of another sentence.
+    """
+    check_search(search)
+    groups: dict[int, list[int]] = {}
+    for i, pieces in enumerate(sources):
+        limit = max(1, math.floor(search.max_len_ratio * (len(pieces) + 1) + search.max_len_offset))
+        groups.setdefault(min(limit, exported.positions - 1), []).append(i)
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    one_by_one = return_attention and search.beam_size > 1
+    for limit, members in groups.items():
+        outputs = exported.translator.translate_batch(
+            [list(sources[i]) for i in members],
+            max_batch_size=1 if one_by_one else max_tokens,
+            batch_type="examples" if one_by_one else "tokens",
+            beam_size=search.beam_size,
+            num_hypotheses=search.beam_size,
+            length_penalty=NEAR_ZERO_PENALTY,
+            return_end_token=True,
+            return_scores=True,
+            return_attention=return_attention,
+            max_input_length=0,
+            min_decoding_length=0,
+            max_decoding_length=limit + 1,
+        )
+        for i, output in zip(members, outputs, strict=True):
+            results[i] = _hypotheses(exported, output, search, return_attention)
+    return results
+
+
+def translate_stream_ct2(
+    exported: Exported,
+    lines: Iterable[str | None],
+    search: SearchSettings,
+    max_tokens: int = 4096,
+    progress: bool = False,
+    max_source_len: int = 512,
+) -> Iterator[Translation]:
+    """``translator.translate_stream`` with a CTranslate2 export: lines translated in chunks
+    of about ``CHUNK_BATCHES * max_tokens`` source pieces (a ``None`` ends a chunk early),
+    yielded in input order; blank lines give empty translations, and a source longer than
+    ``max_source_len`` pieces is cut, with a warning."""
+    max_source_len = min(max_source_len, exported.positions - 1)
+    bar = tqdm(desc="translating", unit="sent", disable=not progress)
+    chunk: list[str] = []
+    sources: list[list[str]] = []
+    number = used = 0  # lines before the chunk, source pieces in it
+    for line in itertools.chain(lines, [None]):
+        if line is not None:
+            pieces = exported.src.pieces(line) if line.strip() else []
+            if len(pieces) > max_source_len:
+                log.warning(
+                    "line %d has %d pieces: translating its first %d (raise --max-source-len)",
+                    number + len(chunk) + 1, len(pieces), max_source_len,
+                )  # fmt: skip
+                pieces = pieces[:max_source_len]
+            chunk.append(line)
+            sources.append(pieces)
+            used += len(pieces) + 1
+        if chunk and (line is None or used >= CHUNK_BATCHES * max_tokens):
+            yield from _translate_chunk(exported, chunk, sources, search, max_tokens)
+            bar.update(len(chunk))
+            number += len(chunk)
+            chunk, sources, used = [], [], 0
+    bar.close()
+
+
+def _translate_chunk(
+    exported: Exported,
+    lines: list[str],
+    sources: list[list[str]],
+    search: SearchSettings,
+    max_tokens: int,
+) -> list[Translation]:
+    """The translations of ``lines`` (``sources``: their pieces) in their order."""
+    results = [Translation(line, [""], [Hypothesis([], 0.0, 0.0)]) for line in lines]
+    nonblank = [i for i, line in enumerate(lines) if line.strip()]
+    nbests = translate_pieces(exported, [sources[i] for i in nonblank], search, max_tokens)
+    for i, hyps in zip(nonblank, nbests, strict=True):
+        results[i] = Translation(lines[i], [exported.tgt.decode(h.tokens) for h in hyps], hyps)
+    return results

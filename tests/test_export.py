@@ -1,0 +1,219 @@
+"""CTranslate2 export: a float32 export translates exactly as seq2seq, its attention is the
+last decoder layer's, tied matrices are stored once, and RNNs and bad options are one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_run import run_seq2seq, tiny_config, write_config
+
+from seq2seq.checkpoint import load_trained
+from seq2seq.cli import main
+from seq2seq.search import max_output_lengths
+from seq2seq.translator import SearchSettings, translate_lines
+
+ctranslate2 = pytest.importorskip(
+    "ctranslate2", reason="ctranslate2 is not installed (pip install -e '.[export]')"
+)
+
+from seq2seq.ct2_translate import load_export, translate_pieces, translate_stream_ct2  # noqa: E402
+from seq2seq.export import POSITIONS, export_ctranslate2  # noqa: E402
+
+# A limit no test translation reaches: there the two searches are the same by construction
+# (at the limit seq2seq forces EOS and CTranslate2 does not).
+RATIO, OFFSET = 2.0, 40
+
+
+def _fit_transformer(root: Path, corpus: Path, norm: str) -> Path:
+    """A tiny Transformer trained until it ends its translations (20 short epochs), with
+    the layer norms before (pre) or after (post) each sublayer; its last checkpoint."""
+    config = tiny_config(root, corpus)
+    config["trainer"]["max_epochs"] = 20
+    config["model"]["lr"] = 0.01
+    config["model"]["model"] = {
+        "class_path": "seq2seq.transformer.Transformer",
+        "init_args": {
+            "model_size": 32, "num_heads": 2, "ff_size": 64, "encoder_layers": 1,
+            "decoder_layers": 2, "dropout": 0.0, "norm": norm,
+        },
+    }  # fmt: skip
+    main(["fit", "--config", str(write_config(root / "t.yaml", config))])
+    return root / "run/checkpoints/last.ckpt"
+
+
+@pytest.fixture(scope="module")
+def pre_norm_ckpt(trained_run, tmp_path_factory) -> Path:
+    return _fit_transformer(tmp_path_factory.mktemp("pre"), trained_run["corpus"], "pre")
+
+
+@pytest.fixture(scope="module")
+def post_norm_ckpt(trained_run, tmp_path_factory) -> Path:
+    return _fit_transformer(tmp_path_factory.mktemp("post"), trained_run["corpus"], "post")
+
+
+@pytest.fixture(scope="module", params=["pre", "post"])
+def transformer_ckpt(request) -> Path:
+    return request.getfixturevalue(f"{request.param}_norm_ckpt")
+
+
+@pytest.fixture(scope="module")
+def exported(transformer_ckpt, tmp_path_factory) -> Path:
+    return export_ctranslate2(load_trained(transformer_ckpt), tmp_path_factory.mktemp("ct2") / "m")
+
+
+def _test_lines(trained_run) -> list[str]:
+    return (trained_run["corpus"] / "test.en").read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    "beam, alpha, n_best", [(1, 1.0, 1), (5, 1.0, 1), (5, 0.0, 1), (5, 0.0, 5)]
+)
+def test_float32_export_translates_as_seq2seq(
+    transformer_ckpt, exported, trained_run, beam, alpha, n_best
+):
+    trained = load_trained(transformer_ckpt)
+    lines = _test_lines(trained_run)
+    search = SearchSettings(beam, n_best, alpha, max_len_ratio=RATIO, max_len_offset=OFFSET)
+    ours = translate_lines(trained, lines, search)
+    theirs = list(translate_stream_ct2(load_export(exported, threads=1), lines, search))
+    src_lens = torch.tensor([len(trained.vocab.src.encode(line)) + 1 for line in lines])
+    limits = max_output_lengths(src_lens, RATIO, OFFSET).tolist()
+    lengths = [max(len(h.tokens) for h in t.hypotheses) for t in ours]
+    assert all(length < limit for length, limit in zip(lengths, limits, strict=True))
+    for mine, other in zip(ours, theirs, strict=True):
+        assert other.texts == mine.texts
+        assert [h.tokens for h in other.hypotheses] == [h.tokens for h in mine.hypotheses]
+        for a, b in zip(mine.hypotheses, other.hypotheses, strict=True):
+            assert b.score == pytest.approx(a.score, abs=1e-4)
+            assert b.logprob == pytest.approx(a.logprob, abs=1e-4)
+
+
+def test_export_attention_is_the_last_layers_mean_over_heads(
+    transformer_ckpt, exported, trained_run
+):
+    trained = load_trained(transformer_ckpt)
+    lines = _test_lines(trained_run)[:8]
+    search = SearchSettings(5, 1, 1.0, max_len_ratio=RATIO, max_len_offset=OFFSET)
+    ours = translate_lines(trained, lines, search, return_attention=True)
+    export = load_export(exported, threads=1)
+    sources = [trained.vocab.src.pieces(line) for line in lines]
+    theirs = translate_pieces(export, sources, search, return_attention=True)
+    for mine, other, pieces in zip(ours, theirs, sources, strict=True):
+        hyp, attention = mine.hypotheses[0], other[0].attention
+        assert attention.shape == (len(hyp.tokens) + 1, len(pieces))  # an EOS row, no EOS column
+        last_layer = hyp.attention[:, -1].mean(dim=1)  # [T + 1, S + 1]
+        torch.testing.assert_close(attention, last_layer[:, :-1], atol=1e-4, rtol=0)
+
+
+def test_export_folder_holds_model_vocabulary_and_sentencepiece(transformer_ckpt, exported):
+    trained = load_trained(transformer_ckpt)
+    files = {path.name for path in exported.iterdir()}
+    assert files == {
+        "model.bin", "config.json", "shared_vocabulary.json", "sentencepiece.model",
+        "seq2seq.json",
+    }  # fmt: skip
+    vocabulary = json.loads((exported / "shared_vocabulary.json").read_text())
+    tokenizer = trained.vocab.tgt
+    assert vocabulary == tokenizer.id_to_piece(range(tokenizer.size))
+    assert vocabulary[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert (exported / "sentencepiece.model").read_bytes() == tokenizer.to_bytes()
+    config = json.loads((exported / "config.json").read_text())
+    assert config["add_source_eos"] and config["decoder_start_token"] == "<s>"
+    # One matrix serves as source and target embedding and as output projection: the file
+    # holds the weights once (plus the position table), not the embedding three times.
+    model = trained.model
+    embedding = model.tgt_embed.weight.numel()
+    weights = sum(p.numel() for p in model.parameters()) + POSITIONS * model.tgt_embed.embedding_dim
+    assert (exported / "model.bin").stat().st_size < 4 * (weights + embedding)
+
+
+def test_int8_export_is_smaller_and_translates(transformer_ckpt, exported, tmp_path):
+    out = export_ctranslate2(load_trained(transformer_ckpt), tmp_path / "int8", "int8")
+    assert (out / "model.bin").stat().st_size < (exported / "model.bin").stat().st_size
+    [translation] = translate_stream_ct2(load_export(out), ["three"], SearchSettings())
+    assert translation.text
+
+
+def test_plain_ctranslate2_translator_as_the_readme_shows(transformer_ckpt, exported, trained_run):
+    """The README's usage: SentencePiece pieces in, pieces out, no seq2seq involved."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(exported / "sentencepiece.model"))
+    translator = ctranslate2.Translator(str(exported))
+    lines = _test_lines(trained_run)
+    pieces = [sp.encode(line, out_type=str) for line in lines]
+    results = translator.translate_batch(pieces, beam_size=1)
+    greedy = SearchSettings(1, 1, 1.0, max_len_ratio=RATIO, max_len_offset=OFFSET)
+    ours = translate_lines(load_trained(transformer_ckpt), lines, greedy)
+    assert [sp.decode(r.hypotheses[0]) for r in results] == [t.text for t in ours]
+
+
+def test_translate_ctranslate2_command_end_to_end(pre_norm_ckpt, trained_run, tmp_path):
+    out = tmp_path / "ct2"
+    exported = run_seq2seq(
+        "export", "--ckpt", str(pre_norm_ckpt), "--to", "ctranslate2", "--out", str(out)
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.strip() == str(out)
+    source = trained_run["corpus"] / "test.en"
+    options = ["--beam", "5", "--n-best", "2", "--length-penalty", "0.6", "--max-len-ratio",
+               str(RATIO), "--max-len-offset", str(OFFSET)]  # fmt: skip
+    ours = run_seq2seq("translate", "--ckpt", str(pre_norm_ckpt), *options, "--input", str(source))
+    theirs = run_seq2seq("translate", "--ctranslate2", str(out), *options, stdin=source.read_text())
+    assert theirs.returncode == 0, theirs.stderr
+    assert [line.split("\t")[::2] for line in theirs.stdout.splitlines()] == [
+        line.split("\t")[::2] for line in ours.stdout.splitlines()
+    ]  # index and text of each of the 2 best; the scores are compared above
+    hyp = tmp_path / "hyp.txt"
+    written = run_seq2seq("translate", "--ctranslate2", str(out), "--input", str(source),
+                          "--output", str(hyp), "--beam", "1")  # fmt: skip
+    assert written.returncode == 0 and written.stdout == ""
+    assert len(hyp.read_text().splitlines()) == len(source.read_text().splitlines())
+    bf16 = run_seq2seq("translate", "--ctranslate2", str(out), "--bf16", stdin="three\n")
+    assert bf16.returncode == 1
+    assert bf16.stderr.splitlines() == [
+        "seq2seq: error: --bf16 does not apply to --ctranslate2: the export's --quantization "
+        "sets its arithmetic"
+    ]
+
+
+def test_an_rnn_checkpoint_is_refused_in_one_line(trained_run, tmp_path):
+    result = run_seq2seq(
+        "export", "--ckpt", str(trained_run["ckpt"]), "--to", "ctranslate2",
+        "--out", str(tmp_path / "rnn"),
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "seq2seq: error: only Transformer checkpoints export to CTranslate2 (this one is a "
+        "RNNSeq2Seq; CTranslate2 has no RNN decoders)"
+    ]
+    assert not (tmp_path / "rnn").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--quantization", "int4"], "argument --quantization: invalid choice: 'int4'"),
+        (["--to", "onnx"], "argument --to: invalid choice: 'onnx'"),
+    ],
+)
+def test_bad_export_options_are_one_line(trained_run, tmp_path, args, message):
+    options = {"--to": "ctranslate2", **dict(zip(args[::2], args[1::2], strict=True))}
+    flat = [item for pair in options.items() for item in pair]
+    ckpt = str(trained_run["ckpt"])
+    result = run_seq2seq("export", "--ckpt", ckpt, "--out", str(tmp_path), *flat)
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"seq2seq: error: {message}")
+
+
+def test_translate_ctranslate2_refuses_a_folder_without_an_export(tmp_path):
+    result = run_seq2seq("translate", "--ctranslate2", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"seq2seq: error: {tmp_path} is not a CTranslate2 export of seq2seq (no seq2seq.json; "
+        "write one with `seq2seq export --to ctranslate2`)"
+    ]
