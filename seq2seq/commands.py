@@ -3,8 +3,9 @@ corpus, export and serve.
 
 What only some commands need is imported by those commands: the scores (sacrebleu,
 sacremoses) by evaluate, the attention inspection (matplotlib) by attention and
-align-score, the corpus generator (babel, num2words) by corpus, ctranslate2 by export and translate --ctranslate2, the web stack by serve; so
-that translate starts with little more than torch.
+align-score, the corpus generator (babel, num2words) by corpus, ctranslate2 by export and
+translate --ctranslate2, the web stack by serve; so that translate starts with little
+more than torch.
 """
 
 from __future__ import annotations
