@@ -35,7 +35,7 @@ def translate_once(args: argparse.Namespace) -> None:
     """One run (the child process): print a JSON line with speed, peak RSS and hypotheses."""
     import torch
 
-    from seq2seq.sources import read_lines
+    from seq2seq.text_lines import read_lines
     from seq2seq.translator import SearchSettings, translate_lines
 
     torch.set_num_threads(args.threads)
@@ -103,7 +103,7 @@ def main() -> None:
         return
     from sacrebleu.metrics import BLEU
 
-    from seq2seq.sources import read_lines
+    from seq2seq.text_lines import read_lines
 
     args.out.mkdir(parents=True, exist_ok=True)
     export_models(args)
