@@ -135,6 +135,9 @@ def test_health(server, trained_run):
     assert answer["version"] == seq2seq.__version__
     assert answer["checkpoints"] == [str(trained_run["ckpt"])]
     assert (answer["src_lang"], answer["tgt_lang"]) == ("en", "de")
+    before = answer["batches"]
+    assert request(server.url + "/translate", {"text": ["one"]})[0] == 200
+    assert request(server.url + "/health")[1]["batches"] == before + 1
 
 
 def _lines(trained_run, n: int) -> list[str]:
