@@ -16,7 +16,8 @@ DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
-	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines
+	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines \
+	bench-serve
 
 install: $(STAMP)
 
@@ -128,6 +129,15 @@ bench-engines: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
 	$(RUN_PY) scripts/bench_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
 	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz
+
+# `seq2seq serve --ckpt SERVE_CKPT` on 127.0.0.1 under 1, 8 and 32 clients sending single
+# test_2016 sentences, SERVE_SECONDS each: latency, sentences/s, peak RSS, lost requests,
+# sentences per batch. Not in `bench`; SERVE_ARGS="--batch-wait-ms 10" passes server options.
+SERVE_SECONDS ?= 20
+bench-serve: $(STAMP) multi30k
+	@test -n "$(SERVE_CKPT)" || { echo "give SERVE_CKPT=... (a checkpoint to serve)"; exit 1; }
+	$(RUN_PY) scripts/bench_serve.py --ckpt $(SERVE_CKPT) --src data/multi30k/test_2016_flickr.en.gz \
+	  --seconds $(SERVE_SECONDS) --serve-args "$(SERVE_ARGS)" --out $(BENCH)/serve.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

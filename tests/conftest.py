@@ -16,6 +16,8 @@ from seq2seq.cli import main  # noqa: E402
 from seq2seq.corpus import write_corpus  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
 FITTING_FIXTURES = {"trained_run", "trained_transformer"}  # each runs `seq2seq fit`
 
 
@@ -67,3 +69,25 @@ def trained_transformer(trained_run, tmp_path_factory) -> Path:
     }  # fmt: skip
     main(["fit", "--config", str(write_config(root / "t.yaml", config))])
     return root / "run/checkpoints/last.ckpt"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Debian Chromium driven by its own chromedriver: nothing is downloaded."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip(
+            f"Chromium not found ({CHROMIUM}, {CHROMEDRIVER}): "
+            "apt-get install chromium chromium-driver to run the browser test"
+        )
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="selenium is not installed: pip install -e '.[dev]'"
+    )
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    yield driver
+    driver.quit()

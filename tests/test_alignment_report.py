@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import torch
 
 from seq2seq.alignment.collect import SentenceAttention
 from seq2seq.alignment.report import head_views, write_report
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 
 def hand_made_sentence(text: str = "a b c") -> SentenceAttention:
@@ -62,28 +58,6 @@ def test_selector_views_of_layers_and_heads():
     views, default = head_views(layers=2, heads=2, layer=-1)
     assert views[default]["label"] == "layer 2: mean over heads"
     assert head_views(layers=1, heads=1, layer=None) == ([{"label": "attention", "heads": [0]}], 0)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Headless Debian Chromium driven by its own chromedriver: nothing is downloaded."""
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip(
-            f"Chromium not found ({CHROMIUM}, {CHROMEDRIVER}): "
-            "apt-get install chromium chromium-driver to run the browser test"
-        )
-    webdriver = pytest.importorskip(
-        "selenium.webdriver", reason="selenium is not installed: pip install -e '.[dev]'"
-    )
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    yield driver
-    driver.quit()
 
 
 def highlighted(driver) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import math
 import os
 import signal
 import socket
@@ -134,6 +135,9 @@ def test_health(server, trained_run):
     assert answer["version"] == seq2seq.__version__
     assert answer["checkpoints"] == [str(trained_run["ckpt"])]
     assert (answer["src_lang"], answer["tgt_lang"]) == ("en", "de")
+    before = answer["batches"]
+    assert request(server.url + "/translate", {"text": ["one"]})[0] == 200
+    assert request(server.url + "/health")[1]["batches"] == before + 1
 
 
 def _lines(trained_run, n: int) -> list[str]:
@@ -360,3 +364,78 @@ def test_the_page_is_self_contained_and_uses_the_report(server):
     assert '<form id="ask">' in page and "function addSentence(s)" in page
     for external in ("src=", "href=", "@import", "url(", "://"):
         assert external not in page
+
+
+def _outlined(heads: list, t: int, groups: list[int]) -> list[int]:
+    """The source pieces the page outlines for target piece ``t`` in the view averaging the
+    flat head indices ``groups`` of ``heads`` [L][H][T][S]: at least half the row's peak,
+    each weight rounded to thousandths (half up) as the page receives it."""
+    flat = [head for layer in heads for head in layer]
+    row = [
+        sum(math.floor(1000 * flat[g][t][k] + 0.5) for g in groups) / (1000 * len(groups))
+        for k in range(len(flat[0][t]))
+    ]
+    return [k for k, w in enumerate(row) if w > 0 and w >= 0.5 * max(row)]
+
+
+@needs_serve_extra
+@pytest.mark.slow  # a headless browser
+def test_the_page_translates_draws_and_highlights_in_a_browser(
+    browser, trained_run, trained_transformer, tmp_path
+):
+    """Type a sentence, submit, see the translation, the heatmap and the word alignment;
+    hovering a target piece outlines the source pieces it attends to most, in the view the
+    layer and head selector shows. The tiny Transformer (2 layers of 2 heads) translates
+    to words, where the tiny RNN leaves every line empty."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    running = Server(trained_transformer, tmp_path / "server.log")
+    try:
+        running.wait_until_up()
+        line = _lines(trained_run, 1)[0]
+        body = {"text": [line], "alignment": True, "attention": True}
+        status, answer = request(running.url + "/translate", body)  # what the page must show
+        assert status == 200
+        best = answer["results"][0]["translations"][0]
+        assert best["text"].strip(), "the tiny Transformer gave no word to hover"
+
+        browser.get(running.url + "/")
+        browser.find_element(By.ID, "source").send_keys(line)
+        browser.find_element(By.CSS_SELECTOR, "#ask button[type=submit]").click()
+        shown = WebDriverWait(browser, REQUEST_SECONDS).until(
+            lambda driver: driver.find_element(By.ID, "translation").text
+        )
+        assert shown == best["text"]
+        assert browser.find_element(By.ID, "status").text == ""
+    finally:
+        running.stop()  # the page has all it needs
+
+    attention = best["attention"]
+    rows = browser.find_elements(By.CSS_SELECTOR, "#sentence-0 table.heatmap tbody tr")
+    assert len(rows) == len(attention["target"])
+    cells = rows[0].find_elements(By.TAG_NAME, "td")
+    assert len(cells) == len(attention["source"])
+    assert all(cell.value_of_css_property("background-color").startswith("rgba") for cell in cells)
+    links = browser.find_element(By.CSS_SELECTOR, "#sentence-0 .links").text
+    assert links == f"word alignment (source-target): {best['alignment'] or 'none'}"
+
+    sources = browser.find_elements(By.CSS_SELECTOR, "#sentence-0 .src .tok")
+    targets = browser.find_elements(By.CSS_SELECTOR, "#sentence-0 .tgt .tok")
+    assert [t.text for t in sources] == attention["source"]
+    assert [t.text for t in targets] == attention["target"]
+
+    def outlined_after_hovering(t: int) -> list[int]:
+        ActionChains(browser).move_to_element(targets[t]).perform()
+        assert "active" in targets[t].get_attribute("class")
+        return [k for k, tok in enumerate(sources) if "hl" in tok.get_attribute("class")]
+
+    selector = Select(browser.find_element(By.ID, "view"))
+    assert selector.first_selected_option.text == "mean over all layers and heads"
+    assert outlined_after_hovering(0) == _outlined(attention["heads"], 0, [0, 1, 2, 3]) != []
+    ActionChains(browser).move_to_element(browser.find_element(By.TAG_NAME, "h1")).perform()
+    assert not browser.find_elements(By.CSS_SELECTOR, "#sentence-0 .src .tok.hl")
+    selector.select_by_visible_text("layer 2, head 1")
+    assert outlined_after_hovering(1) == _outlined(attention["heads"], 1, [2]) != []

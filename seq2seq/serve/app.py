@@ -137,6 +137,7 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
             src_lang=trained.src_lang,
             tgt_lang=trained.tgt_lang,
             in_flight=in_flight,
+            batches=batcher.batches,
         )
 
     return app

@@ -115,3 +115,4 @@ class Health(BaseModel):
     src_lang: str | None
     tgt_lang: str | None
     in_flight: int = Field(description="/translate requests being answered now")
+    batches: int = Field(description="batches the dynamic batcher has run so far")
