@@ -29,7 +29,6 @@ How the search options map onto CTranslate2's ``translate_batch``:
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import math
@@ -45,7 +44,7 @@ from seq2seq.errors import Seq2SeqError
 from seq2seq.export import DESCRIPTION, DESCRIPTION_FORMAT, import_ctranslate2
 from seq2seq.search import Hypothesis, length_penalty
 from seq2seq.tokenizer import Tokenizer
-from seq2seq.translator import CHUNK_BATCHES, SearchSettings, Translation
+from seq2seq.translator import CHUNK_BATCHES, SearchSettings, Translation, encoded_chunks
 
 log = logging.getLogger("seq2seq")
 # CTranslate2's own length penalty (scores / |Y| ** this): so small that it ranks by
@@ -179,27 +178,22 @@ def translate_stream_ct2(
     ``max_source_len`` pieces is cut, with a warning."""
     max_source_len = min(max_source_len, exported.positions - 1)
     bar = tqdm(desc="translating", unit="sent", disable=not progress)
-    chunk: list[str] = []
-    sources: list[list[str]] = []
-    number = used = 0  # lines before the chunk, source pieces in it
-    for line in itertools.chain(lines, [None]):
-        if line is not None:
-            pieces = exported.src.pieces(line) if line.strip() else []
-            if len(pieces) > max_source_len:
-                log.warning(
-                    "line %d has %d pieces: translating its first %d (raise --max-source-len)",
-                    number + len(chunk) + 1, len(pieces), max_source_len,
-                )  # fmt: skip
-                pieces = pieces[:max_source_len]
-            chunk.append(line)
-            sources.append(pieces)
-            used += len(pieces) + 1
-        if chunk and (line is None or used >= CHUNK_BATCHES * max_tokens):
-            yield from _translate_chunk(exported, chunk, sources, search, max_tokens)
-            bar.update(len(chunk))
-            number += len(chunk)
-            chunk, sources, used = [], [], 0
+    budget = CHUNK_BATCHES * max_tokens
+    for first, chunk, sources in encoded_chunks(lines, exported.src.pieces, budget, max_source_len):
+        cut = [_cut(pieces, first + i + 1, max_source_len) for i, pieces in enumerate(sources)]
+        yield from _translate_chunk(exported, chunk, cut, search, max_tokens)
+        bar.update(len(chunk))
     bar.close()
+
+
+def _cut(pieces: Sequence[str], line: int, max_source_len: int) -> list[str]:
+    """A source's first ``max_source_len`` pieces, with a warning naming ``line`` if cut."""
+    if len(pieces) > max_source_len:
+        log.warning(
+            "line %d has %d pieces: translating its first %d (raise --max-source-len)",
+            line, len(pieces), max_source_len,
+        )  # fmt: skip
+    return list(pieces[:max_source_len])
 
 
 def _translate_chunk(

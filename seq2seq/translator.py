@@ -3,9 +3,11 @@ all lines at once (``translate_lines``) or streamed in chunks (``translate_strea
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -87,25 +89,37 @@ def translate_stream(
     paused, see ``arriving_lines``) ends a chunk early. Memory holds one chunk, whatever
     the length of the input, and the first translations come after the first chunk.
     """
-    budget = CHUNK_BATCHES * max_tokens
     bar = tqdm(desc="translating", unit="sent", disable=not progress)
-    chunk = _Chunk(0, [], [])
-    pieces = 0
-    for line in lines:
-        if line is not None:
-            ids = trained.vocab.src.encode(line) if line.strip() else []
-            chunk.lines.append(line)
-            chunk.src_ids.append(ids)
-            pieces += min(len(ids), max_source_len) + 1
-        if chunk.lines and (line is None or pieces >= budget):
-            yield from _translate_chunk(trained, chunk, search, max_tokens, max_source_len)
-            bar.update(len(chunk.lines))
-            chunk = _Chunk(chunk.first + len(chunk.lines), [], [])
-            pieces = 0
-    if chunk.lines:
+    budget = CHUNK_BATCHES * max_tokens
+    for first, chunk_lines, src_ids in encoded_chunks(
+        lines, trained.vocab.src.encode, budget, max_source_len
+    ):
+        chunk = _Chunk(first, chunk_lines, src_ids)
         yield from _translate_chunk(trained, chunk, search, max_tokens, max_source_len)
-        bar.update(len(chunk.lines))
+        bar.update(len(chunk_lines))
     bar.close()
+
+
+def encoded_chunks(
+    lines: Iterable[str | None],
+    encode: Callable[[str], Sequence[Any]],
+    budget: int,
+    longest: int,
+) -> Iterator[tuple[int, list[str], list[Sequence[Any]]]]:
+    """Input lines with their encodings, in input order, in chunks of about ``budget``
+    source pieces (a line counts its pieces, at most ``longest``, plus EOS; a blank line
+    encodes to nothing); a ``None`` in ``lines`` (the input paused) ends a chunk early.
+    Yields (position of the chunk's first line, its lines, their encodings)."""
+    first, chunk, encoded, used = 0, [], [], 0
+    for line in itertools.chain(lines, [None]):
+        if line is not None:
+            pieces = encode(line) if line.strip() else []
+            chunk.append(line)
+            encoded.append(pieces)
+            used += min(len(pieces), longest) + 1
+        if chunk and (line is None or used >= budget):
+            yield first, chunk, encoded
+            first, chunk, encoded, used = first + len(chunk), [], [], 0
 
 
 @dataclass
