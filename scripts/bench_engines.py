@@ -35,8 +35,9 @@ def translate_once(args: argparse.Namespace) -> None:
     """One run (the child process): print a JSON line with speed, peak RSS and hypotheses."""
     import torch
 
+    from seq2seq.search import SearchSettings
     from seq2seq.text_lines import read_lines
-    from seq2seq.translator import SearchSettings, translate_lines
+    from seq2seq.translator import translate_lines
 
     torch.set_num_threads(args.threads)
     lines = read_lines(args.src)

@@ -39,8 +39,9 @@ from seq2seq.command_line import (
 )
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import DataError, OutputError, Seq2SeqError
+from seq2seq.search import SearchSettings
 from seq2seq.text_lines import iter_lines, read_lines
-from seq2seq.translator import SearchSettings, Translation, translate_lines, translate_stream
+from seq2seq.translator import Translation, translate_lines, translate_stream
 
 if TYPE_CHECKING:
     from seq2seq.ct2_translate import Exported

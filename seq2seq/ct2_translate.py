@@ -42,9 +42,9 @@ from tqdm.auto import tqdm
 
 from seq2seq.errors import Seq2SeqError
 from seq2seq.export import DESCRIPTION, DESCRIPTION_FORMAT, import_ctranslate2
-from seq2seq.search import Hypothesis, length_penalty
+from seq2seq.search import Hypothesis, SearchSettings, length_penalty
 from seq2seq.tokenizer import Tokenizer
-from seq2seq.translator import CHUNK_BATCHES, SearchSettings, Translation, encoded_chunks
+from seq2seq.translator import CHUNK_BATCHES, Translation, encoded_chunks
 
 log = logging.getLogger("seq2seq")
 # CTranslate2's own length penalty (scores / |Y| ** this): so small that it ranks by

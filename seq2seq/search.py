@@ -15,6 +15,21 @@ from torch import Tensor
 from seq2seq.model import EncoderDecoder, State
 
 
+@dataclass(frozen=True)
+class SearchSettings:
+    """How to search, passed whole from the command line, the task and the checkpoint's
+    config: beam size (1 = greedy), n-best, GNMT length penalty, the length limit
+    floor(max_len_ratio * S_i + max_len_offset), and whether the caller runs the model
+    under bfloat16 autocast (about twice as fast on CPUs with AVX512-BF16 or AMX)."""
+
+    beam_size: int = 5
+    n_best: int = 1
+    length_penalty: float = 1.0
+    max_len_ratio: float = 1.5
+    max_len_offset: int = 10
+    bf16: bool = False
+
+
 @dataclass
 class Hypothesis:
     """One translation. ``tokens`` exclude BOS and EOS.
@@ -90,24 +105,19 @@ def translate_batch(
     model: EncoderDecoder,
     src: Tensor,
     src_lens: Tensor,
-    beam_size: int = 1,
-    length_penalty_alpha: float = 1.0,
-    n_best: int = 1,
-    max_len_ratio: float = 1.5,
-    max_len_offset: int = 10,
+    search: SearchSettings,
     return_attention: bool = False,
 ) -> list[list[Hypothesis]]:
-    """The n-best translations of each sentence in src [B, S] (best first)."""
-    if not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best must be between 1 and beam_size={beam_size}, got {n_best}")
-    max_lens = max_output_lengths(src_lens, max_len_ratio, max_len_offset)
+    """The ``search.n_best`` translations of each sentence in src [B, S] (best first)."""
+    K, n_best, alpha = search.beam_size, search.n_best, search.length_penalty
+    if not 1 <= n_best <= K:
+        raise ValueError(f"n_best must be between 1 and beam_size={K}, got {n_best}")
+    max_lens = max_output_lengths(src_lens, search.max_len_ratio, search.max_len_offset)
     state = model.start(model.encode(src, src_lens))
-    if beam_size == 1:
-        hyps = _greedy(model, state, src_lens, max_lens, length_penalty_alpha, return_attention)
+    if K == 1:
+        hyps = _greedy(model, state, src_lens, max_lens, alpha, return_attention)
         return [[h] for h in hyps]
-    return _beam(
-        model, state, src_lens, max_lens, beam_size, length_penalty_alpha, n_best, return_attention
-    )
+    return _beam(model, state, src_lens, max_lens, K, alpha, n_best, return_attention)
 
 
 def _force_eos(logprobs: Tensor, rows: Tensor, eos_id: int) -> Tensor:

@@ -6,6 +6,7 @@ One shared step computes the loss for train/val/test; validation and test also d
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -25,7 +26,7 @@ from seq2seq.loss import label_smoothed_nll
 from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.schedule import Schedule, WarmupThenDecay
-from seq2seq.search import translate_batch
+from seq2seq.search import SearchSettings, translate_batch
 from seq2seq.tokenizer import Vocabulary
 
 log = logging.getLogger("seq2seq")
@@ -108,9 +109,15 @@ class TranslationTask(pl.LightningModule):
         self.lr, self.betas, self.weight_decay = lr, betas, weight_decay
         self.warmup_steps, self.schedule = warmup_steps, schedule
         self.lr_factor: WarmupThenDecay | None = None  # set by configure_optimizers
-        self.beam_sizes = {"val": val_beam_size, "test": test_beam_size}
-        self.length_penalty = length_penalty
-        self.max_len_ratio, self.max_len_offset = max_len_ratio, max_len_offset
+        limits = SearchSettings(
+            length_penalty=length_penalty,
+            max_len_ratio=max_len_ratio,
+            max_len_offset=max_len_offset,
+        )
+        self.searches = {
+            "val": dataclasses.replace(limits, beam_size=val_beam_size),
+            "test": dataclasses.replace(limits, beam_size=test_beam_size),
+        }
         self.run_config: str | None = None  # the CLI's YAML config, saved into checkpoints
         self.flops_per_batch: int | None = None  # ThroughputMonitor asks; not measured
         self.nonfinite_loss = nonfinite_loss
@@ -187,15 +194,7 @@ class TranslationTask(pl.LightningModule):
 
     # -- decoding and scoring ----------------------------------------------------------
     def _translate(self, batch: Batch, stage: str) -> None:
-        hyps = translate_batch(
-            self.model,
-            batch.src,
-            batch.src_lens,
-            beam_size=self.beam_sizes[stage],
-            length_penalty_alpha=self.length_penalty,
-            max_len_ratio=self.max_len_ratio,
-            max_len_offset=self.max_len_offset,
-        )
+        hyps = translate_batch(self.model, batch.src, batch.src_lens, self.searches[stage])
         self.translations[stage].update(batch.ids, [nbest[0].tokens for nbest in hyps])
 
     def on_validation_epoch_start(self) -> None:

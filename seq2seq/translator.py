@@ -14,27 +14,13 @@ from tqdm.auto import tqdm
 
 from seq2seq.batching import source_batches
 from seq2seq.checkpoint import Trained
-from seq2seq.search import Hypothesis, translate_batch
+from seq2seq.search import Hypothesis, SearchSettings, translate_batch
 
 log = logging.getLogger("seq2seq")
 
 # A streamed chunk holds about this many batches' worth of source pieces: enough for
 # batching by length to pay, few enough that the first output comes within seconds.
 CHUNK_BATCHES = 4
-
-
-@dataclass
-class SearchSettings:
-    """How to search: beam size (1 = greedy), n-best, GNMT length penalty, length limit,
-    and whether to run the model under bfloat16 autocast (about twice as fast on CPUs with
-    AVX512-BF16 or AMX; on Multi30k test_2016 the Transformer's BLEU moved by 0.01)."""
-
-    beam_size: int = 5
-    n_best: int = 1
-    length_penalty: float = 1.0
-    max_len_ratio: float = 1.5
-    max_len_offset: int = 10
-    bf16: bool = False
 
 
 @dataclass
@@ -161,15 +147,7 @@ def _translate_chunk(
     with torch.inference_mode(), autocast:
         for batch in source_batches(src_ids, max_tokens, vocab.spec.pad_id, vocab.spec.eos_id):
             nbests = translate_batch(
-                trained.model,
-                batch.src,
-                batch.src_lens,
-                beam_size=search.beam_size,
-                length_penalty_alpha=search.length_penalty,
-                n_best=search.n_best,
-                max_len_ratio=search.max_len_ratio,
-                max_len_offset=search.max_len_offset,
-                return_attention=return_attention,
+                trained.model, batch.src, batch.src_lens, search, return_attention
             )
             for position, hyps in zip(batch.ids.tolist(), nbests, strict=True):
                 line = lines[nonblank[position]]

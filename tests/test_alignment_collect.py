@@ -22,7 +22,8 @@ from seq2seq.attention import LocalAttention, MultiHeadAttention
 from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.errors import DataError
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.translator import SearchSettings, translate_lines
+from seq2seq.search import SearchSettings
+from seq2seq.translator import translate_lines
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -14,9 +14,10 @@ from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.cli import main
 from seq2seq.corpus import write_corpus
 from seq2seq.data import TranslationDataModule
+from seq2seq.search import SearchSettings
 from seq2seq.task import TranslationTask
 from seq2seq.training_cli import ConfigIntoCheckpoint, Seq2SeqCLI
-from seq2seq.translator import SearchSettings, translate_lines
+from seq2seq.translator import translate_lines
 
 
 def stdin(text: str) -> io.TextIOWrapper:

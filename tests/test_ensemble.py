@@ -16,7 +16,7 @@ from seq2seq.ensemble import Ensemble, load_ensemble
 from seq2seq.errors import CheckpointError
 from seq2seq.model import VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.search import translate_batch
+from seq2seq.search import SearchSettings, translate_batch
 from seq2seq.tokenizer import VocabSettings, Vocabulary
 from seq2seq.transformer import Transformer
 
@@ -43,7 +43,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 def search(model, beam: int) -> list:
     src, src_lens = batch()
-    return translate_batch(model, src, src_lens, beam_size=beam, n_best=beam)
+    return translate_batch(model, src, src_lens, SearchSettings(beam_size=beam, n_best=beam))
 
 
 @pytest.mark.parametrize("beam", [1, 4])
@@ -82,7 +82,9 @@ def test_families_mix_in_beam_search_with_attention():
     is their mean over heads, layers and members, one row per output token and EOS."""
     ensemble = Ensemble([rnn(), transformer()])
     src, src_lens = batch()
-    results = translate_batch(ensemble, src, src_lens, beam_size=3, return_attention=True)
+    results = translate_batch(
+        ensemble, src, src_lens, SearchSettings(beam_size=3), return_attention=True
+    )
     for (hyp,), length in zip(results, src_lens.tolist(), strict=True):
         assert hyp.attention.shape == (len(hyp.tokens) + 1, length)
         assert torch.allclose(hyp.attention.sum(-1), torch.ones(len(hyp.tokens) + 1), atol=1e-5)
@@ -91,7 +93,9 @@ def test_families_mix_in_beam_search_with_attention():
 def test_attention_from_one_member_keeps_its_heads_and_layers():
     ensemble = Ensemble([rnn(), transformer()], attention_from=1)
     src, src_lens = batch()
-    (hyp,) = translate_batch(ensemble, src[:1], src_lens[:1], return_attention=True)[0]
+    (hyp,) = translate_batch(
+        ensemble, src[:1], src_lens[:1], SearchSettings(beam_size=1), return_attention=True
+    )[0]
     assert hyp.attention.shape == (len(hyp.tokens) + 1, 2, 2, int(src_lens[0]))  # [T, L, H, S]
 
 

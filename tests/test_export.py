@@ -12,8 +12,8 @@ from tiny_run import run_seq2seq, tiny_config, write_config
 
 from seq2seq.checkpoint import load_trained
 from seq2seq.cli import main
-from seq2seq.search import max_output_lengths
-from seq2seq.translator import SearchSettings, translate_lines
+from seq2seq.search import SearchSettings, max_output_lengths
+from seq2seq.translator import translate_lines
 
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed (pip install -e '.[export]')"

@@ -5,7 +5,13 @@ import torch
 
 from seq2seq.model import VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.search import _beam, length_penalty, max_output_lengths, translate_batch
+from seq2seq.search import (
+    SearchSettings,
+    _beam,
+    length_penalty,
+    max_output_lengths,
+    translate_batch,
+)
 
 VOCAB = VocabSpec(src_size=30, tgt_size=12, pad_id=0, bos_id=2, eos_id=3, joint=False)
 
@@ -20,7 +26,9 @@ def setup_model():
 
 def test_beam_of_one_equals_greedy():
     model, src, src_lens = setup_model()
-    greedy = translate_batch(model, src, src_lens, beam_size=1, return_attention=True)
+    greedy = translate_batch(
+        model, src, src_lens, SearchSettings(beam_size=1), return_attention=True
+    )
     with torch.no_grad():
         state = model.start(model.encode(src, src_lens))
         beam = _beam(model, state, src_lens, max_output_lengths(src_lens, 1.5, 10), 1, 1.0, 1, True)
@@ -32,7 +40,7 @@ def test_beam_of_one_equals_greedy():
 
 def test_greedy_picks_the_argmax_at_every_step():
     model, src, src_lens = setup_model()
-    (hyp,) = translate_batch(model, src[:1], src_lens[:1])[0]
+    (hyp,) = translate_batch(model, src[:1], src_lens[:1], SearchSettings(beam_size=1))[0]
     state = model.start(model.encode(src[:1], src_lens[:1]))
     prev = torch.tensor([VOCAB.bos_id])
     for token in hyp.tokens:
@@ -44,7 +52,10 @@ def test_greedy_picks_the_argmax_at_every_step():
 def test_beam_returns_sorted_nbest_within_max_length():
     model, src, src_lens = setup_model()
     results = translate_batch(
-        model, src, src_lens, beam_size=4, n_best=3, max_len_ratio=1.0, max_len_offset=2
+        model,
+        src,
+        src_lens,
+        SearchSettings(beam_size=4, n_best=3, max_len_ratio=1.0, max_len_offset=2),
     )
     limits = max_output_lengths(src_lens, 1.0, 2)
     for nbest, limit in zip(results, limits.tolist(), strict=True):
@@ -59,7 +70,7 @@ def test_beam_returns_sorted_nbest_within_max_length():
 
 def test_beam_scores_are_the_model_log_probabilities():
     model, src, src_lens = setup_model()
-    nbest = translate_batch(model, src[:2], src_lens[:2], beam_size=3, n_best=3)
+    nbest = translate_batch(model, src[:2], src_lens[:2], SearchSettings(beam_size=3, n_best=3))
     for i, hyps in enumerate(nbest):
         for h in hyps:
             state = model.start(model.encode(src[i : i + 1], src_lens[i : i + 1]))
@@ -74,19 +85,25 @@ def test_beam_scores_are_the_model_log_probabilities():
 
 def test_batched_beam_equals_one_sentence_at_a_time():
     model, src, src_lens = setup_model()
-    together = translate_batch(model, src, src_lens, beam_size=3)
+    together = translate_batch(model, src, src_lens, SearchSettings(beam_size=3))
     for i in range(src.size(0)):
         length = int(src_lens[i])
-        alone = translate_batch(model, src[i : i + 1, :length], src_lens[i : i + 1], beam_size=3)
+        alone = translate_batch(
+            model, src[i : i + 1, :length], src_lens[i : i + 1], SearchSettings(beam_size=3)
+        )
         assert alone[0][0].tokens == together[i][0].tokens
 
 
 def test_attention_rows_match_the_output():
     model, src, src_lens = setup_model()
-    for nbest in translate_batch(model, src, src_lens, beam_size=3, return_attention=True):
+    for nbest in translate_batch(
+        model, src, src_lens, SearchSettings(beam_size=3), return_attention=True
+    ):
         h = nbest[0]
         assert h.attention.shape[0] == len(h.tokens) + 1  # one row per token and EOS
-    for i, (h,) in enumerate(translate_batch(model, src, src_lens, return_attention=True)):
+    for i, (h,) in enumerate(
+        translate_batch(model, src, src_lens, SearchSettings(beam_size=1), return_attention=True)
+    ):
         assert h.attention.shape == (len(h.tokens) + 1, int(src_lens[i]))
         assert torch.allclose(h.attention.sum(-1), torch.ones(len(h.tokens) + 1))
 
@@ -108,7 +125,11 @@ def test_each_hypothesis_carries_the_attention_of_its_own_tokens(family, beam_si
     if family == "transformer":
         model = small_transformer()
     results = translate_batch(
-        model, src, src_lens, beam_size=beam_size, n_best=beam_size, return_attention=True
+        model,
+        src,
+        src_lens,
+        SearchSettings(beam_size=beam_size, n_best=beam_size),
+        return_attention=True,
     )
     for i, nbest in enumerate(results):
         length = int(src_lens[i])
@@ -171,7 +192,7 @@ def test_forward_hooks_on_the_attention_see_every_decoder_step(family):
     calls = []
     handle = attention.register_forward_hook(lambda module, args, output: calls.append(1))
     try:
-        (hyp,) = translate_batch(model, src[:1], src_lens[:1])[0]
+        (hyp,) = translate_batch(model, src[:1], src_lens[:1], SearchSettings(beam_size=1))[0]
     finally:
         handle.remove()
     assert len(calls) == len(hyp.tokens) + 1  # every output token and EOS

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from seq2seq.checkpoint import load_trained
-from seq2seq.translator import SearchSettings, translate_lines, translate_stream
+from seq2seq.search import SearchSettings
+from seq2seq.translator import translate_lines, translate_stream
 
 TIMEOUT = 120  # seconds; only so that a broken test fails instead of hanging
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from seq2seq.model import VocabSpec
-from seq2seq.search import translate_batch
+from seq2seq.search import SearchSettings, translate_batch
 from seq2seq.transformer import PositionalEncoding, Transformer, sinusoidal_table
 
 VOCAB = VocabSpec(src_size=40, tgt_size=40, pad_id=0, bos_id=2, eos_id=3, joint=True)
@@ -143,11 +143,13 @@ def test_joint_vocabulary_ties_all_embeddings():
 def test_beam_search_runs_on_the_transformer_with_attention():
     model = make_model()
     src, src_lens, _ = batch()
-    results = translate_batch(model, src, src_lens, beam_size=3, n_best=2, return_attention=True)
+    results = translate_batch(
+        model, src, src_lens, SearchSettings(beam_size=3, n_best=2), return_attention=True
+    )
     for i, nbest in enumerate(results):
         best = nbest[0]
         assert best.attention.shape == (len(best.tokens) + 1, 2, 4, int(src_lens[i]))
-    greedy = translate_batch(model, src, src_lens, beam_size=1)
+    greedy = translate_batch(model, src, src_lens, SearchSettings(beam_size=1))
     assert len(greedy) == 3
 
 

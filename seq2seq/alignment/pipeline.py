@@ -50,7 +50,7 @@ from seq2seq.alignment.stats import CorpusStats, SentenceStats, sentence_stats
 from seq2seq.alignment.words import merge_to_words, word_spans, words
 from seq2seq.atomic import output_folder, write_atomically
 from seq2seq.checkpoint import Trained
-from seq2seq.translator import SearchSettings
+from seq2seq.search import SearchSettings
 
 log = logging.getLogger("seq2seq")
 

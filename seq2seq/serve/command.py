@@ -12,7 +12,7 @@ from collections.abc import Callable
 from seq2seq.checkpoint import Trained, check_checkpoint_path
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import Seq2SeqError
-from seq2seq.translator import SearchSettings
+from seq2seq.search import SearchSettings
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
 

@@ -22,7 +22,8 @@ from seq2seq.alignment.links import extract_links, format_pharaoh
 from seq2seq.alignment.maps import as_layers_heads, summary_map
 from seq2seq.alignment.pipeline import word_attention
 from seq2seq.checkpoint import Trained
-from seq2seq.translator import SearchSettings, Translation, translate_lines
+from seq2seq.search import SearchSettings
+from seq2seq.translator import Translation, translate_lines
 
 DECIMALS = 4  # attention weights in answers are rounded to this many decimals
 
