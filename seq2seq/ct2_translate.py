@@ -179,21 +179,10 @@ def translate_stream_ct2(
     max_source_len = min(max_source_len, exported.positions - 1)
     bar = tqdm(desc="translating", unit="sent", disable=not progress)
     budget = CHUNK_BATCHES * max_tokens
-    for first, chunk, sources in encoded_chunks(lines, exported.src.pieces, budget, max_source_len):
-        cut = [_cut(pieces, first + i + 1, max_source_len) for i, pieces in enumerate(sources)]
-        yield from _translate_chunk(exported, chunk, cut, search, max_tokens)
+    for chunk, sources in encoded_chunks(lines, exported.src.pieces, budget, max_source_len):
+        yield from _translate_chunk(exported, chunk, sources, search, max_tokens)
         bar.update(len(chunk))
     bar.close()
-
-
-def _cut(pieces: Sequence[str], line: int, max_source_len: int) -> list[str]:
-    """A source's first ``max_source_len`` pieces, with a warning naming ``line`` if cut."""
-    if len(pieces) > max_source_len:
-        log.warning(
-            "line %d has %d pieces: translating its first %d (raise --max-source-len)",
-            line, len(pieces), max_source_len,
-        )  # fmt: skip
-    return list(pieces[:max_source_len])
 
 
 def _translate_chunk(

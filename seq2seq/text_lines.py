@@ -44,16 +44,3 @@ def iter_lines(path: str | Path) -> Iterator[str]:
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a (small) UTF-8 text file, gzipped if its name ends in ``.gz``."""
     return list(iter_lines(path))
-
-
-def decode_lines(data: bytes, name: str) -> list[str]:
-    """The lines of UTF-8 ``data``; ``name`` (a path, ``<stdin>``) is for the error message."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise DataError(f"{name}: line {line} is not valid UTF-8 ({error.reason})") from None
-    if not text:
-        return []
-    lines = text.removeprefix("\ufeff").removesuffix("\n").split("\n")
-    return [line.removesuffix("\r") for line in lines]

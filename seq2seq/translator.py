@@ -52,9 +52,11 @@ def translate_lines(
     naming the line: the output of one very long line would otherwise take minutes.
     """
     bar = tqdm(total=len(lines), desc="translating", unit="sent", disable=not progress)
-    src_ids = trained.vocab.src.encode_batch(list(lines))
-    chunk = _Chunk(0, list(lines), src_ids)
-    results = _translate_chunk(trained, chunk, search, max_tokens, max_source_len, return_attention)
+    src_ids = [
+        cut_source(ids, number + 1, max_source_len)
+        for number, ids in enumerate(trained.vocab.src.encode_batch(list(lines)))
+    ]
+    results = _translate_chunk(trained, list(lines), src_ids, search, max_tokens, return_attention)
     bar.update(len(lines))
     bar.close()
     return results
@@ -77,13 +79,22 @@ def translate_stream(
     """
     bar = tqdm(desc="translating", unit="sent", disable=not progress)
     budget = CHUNK_BATCHES * max_tokens
-    for first, chunk_lines, src_ids in encoded_chunks(
-        lines, trained.vocab.src.encode, budget, max_source_len
-    ):
-        chunk = _Chunk(first, chunk_lines, src_ids)
-        yield from _translate_chunk(trained, chunk, search, max_tokens, max_source_len)
-        bar.update(len(chunk_lines))
+    for chunk, src_ids in encoded_chunks(lines, trained.vocab.src.encode, budget, max_source_len):
+        yield from _translate_chunk(trained, chunk, src_ids, search, max_tokens)
+        bar.update(len(chunk))
     bar.close()
+
+
+def cut_source(pieces: Sequence[Any], line: int, longest: int) -> Sequence[Any]:
+    """A source's first ``longest`` pieces, with a warning naming its ``line`` (1-based) if
+    it had more: one very long line would otherwise take minutes to translate."""
+    if len(pieces) <= longest:
+        return pieces
+    log.warning(
+        "line %d has %d pieces: translating its first %d (raise --max-source-len)",
+        line, len(pieces), longest,
+    )  # fmt: skip
+    return pieces[:longest]
 
 
 def encoded_chunks(
@@ -91,43 +102,35 @@ def encoded_chunks(
     encode: Callable[[str], Sequence[Any]],
     budget: int,
     longest: int,
-) -> Iterator[tuple[int, list[str], list[Sequence[Any]]]]:
-    """Input lines with their encodings, in input order, in chunks of about ``budget``
-    source pieces (a line counts its pieces, at most ``longest``, plus EOS; a blank line
-    encodes to nothing); a ``None`` in ``lines`` (the input paused) ends a chunk early.
-    Yields (position of the chunk's first line, its lines, their encodings)."""
-    first, chunk, encoded, used = 0, [], [], 0
+) -> Iterator[tuple[list[str], list[Sequence[Any]]]]:
+    """Input lines with their encodings (cut to ``longest`` pieces, see ``cut_source``), in
+    input order, in chunks of about ``budget`` source pieces (a line counts its pieces plus
+    EOS; a blank line encodes to nothing); a ``None`` in ``lines`` (the input paused) ends a
+    chunk early. Yields (a chunk's lines, their encodings)."""
+    before, chunk, encoded, used = 0, [], [], 0  # before: lines of earlier chunks
     for line in itertools.chain(lines, [None]):
         if line is not None:
             pieces = encode(line) if line.strip() else []
+            pieces = cut_source(pieces, before + len(chunk) + 1, longest)
             chunk.append(line)
             encoded.append(pieces)
-            used += min(len(pieces), longest) + 1
+            used += len(pieces) + 1
         if chunk and (line is None or used >= budget):
-            yield first, chunk, encoded
-            first, chunk, encoded, used = first + len(chunk), [], [], 0
-
-
-@dataclass
-class _Chunk:
-    """Consecutive input lines: ``first`` is the 0-based position of the first one."""
-
-    first: int
-    lines: list[str]
-    src_ids: list[list[int]]
+            yield chunk, encoded
+            before, chunk, encoded, used = before + len(chunk), [], [], 0
 
 
 def _translate_chunk(
     trained: Trained,
-    chunk: _Chunk,
+    lines: list[str],
+    src_ids: Sequence[Sequence[int]],
     search: SearchSettings,
     max_tokens: int,
-    max_source_len: int,
     return_attention: bool = False,
 ) -> list[Translation]:
-    """The translations of ``chunk.lines`` in their order, batched by length."""
+    """The translations of ``lines`` (``src_ids``: their pieces, already cut, see
+    ``cut_source``) in their order, batched by length."""
     vocab = trained.vocab
-    lines = chunk.lines
     results: list[Translation | None] = [None] * len(lines)
     nonblank = []
     for i, line in enumerate(lines):
@@ -135,14 +138,7 @@ def _translate_chunk(
             nonblank.append(i)
         else:
             results[i] = Translation(line, [""], [Hypothesis([], 0.0, 0.0)])
-    src_ids = [chunk.src_ids[i] for i in nonblank]
-    for position, ids in enumerate(src_ids):
-        if len(ids) > max_source_len:
-            log.warning(
-                "line %d has %d pieces: translating its first %d (raise --max-source-len)",
-                chunk.first + nonblank[position] + 1, len(ids), max_source_len,
-            )  # fmt: skip
-            src_ids[position] = ids[:max_source_len]
+    src_ids = [src_ids[i] for i in nonblank]
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=search.bf16)
     with torch.inference_mode(), autocast:
         for batch in source_batches(src_ids, max_tokens, vocab.spec.pad_id, vocab.spec.eos_id):
