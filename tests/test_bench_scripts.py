@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -19,6 +21,7 @@ def load_script(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(SCRIPTS))
+        patch.setitem(sys.modules, name, module)  # dataclasses look their module up there
         spec.loader.exec_module(module)
     return module
 
@@ -269,3 +272,37 @@ def test_the_step_benchmark_times_attention_and_the_whole_decoder_step_of_each_v
         times = step.time_steps(model, batch=3, length=12, seconds=0.001)
         assert set(times) == set(step.PARTS), name
         assert all(seconds > 0 for seconds in times.values()), name
+
+
+@pytest.fixture(scope="module")
+def selection() -> ModuleType:
+    return load_script("select_on_val")
+
+
+def write_seed(recipe: Path, seed: int, scores: dict[str, float], minutes: float = 30) -> None:
+    """A trained seed's records: val literature BLEU per setting key, and its fit's time."""
+    write_json(recipe / "recipe.json", {"config": ["base.yaml"], "override": []})
+    write_json(recipe / f"seed{seed}" / "train.json", {"seconds": minutes * 60, "seed": seed})
+    records = {k: {"bleu_literature": b, "bleu": b - 1, "chrf": b + 20} for k, b in scores.items()}
+    write_json(recipe / f"seed{seed}" / "val.json", records)
+
+
+def test_selection_chooses_the_setting_with_the_best_mean_over_seeds(
+    selection: ModuleType, tmp_path: Path
+):
+    # last-5 wins seed 1 by a little and loses seed 2 by a lot: its mean is lower
+    write_seed(tmp_path / "anchor", 1, {"last-5@lp1.5": 40.0, "last-10@lp1.5": 39.9})
+    write_seed(tmp_path / "anchor", 2, {"last-5@lp1.5": 38.0, "last-10@lp1.5": 39.7})
+    chosen = selection.chosen_setting(selection.seed_scores(tmp_path / "anchor"))
+    assert chosen == selection.Setting("last-10", 1.5)
+    (row,) = selection.val_rows(tmp_path)
+    scores = "39.80 ± 0.14 | 38.80 ± 0.14 | 59.80 ± 0.14"
+    assert row == f"| anchor | 1, 2 | last-10 | 1.5 | {scores} | 30 |"
+
+
+def test_selection_scores_a_recipe_on_the_test_set_only_once(selection: ModuleType, tmp_path: Path):
+    write_seed(tmp_path / "anchor", 1, {"last-1@lp1": 30.0})
+    write_json(tmp_path / "anchor" / "final.json", [{"split": "test_2016_flickr"}])
+    args = argparse.Namespace(out=tmp_path, name="anchor", again=False)
+    with pytest.raises(SystemExit, match="scored on the test set already"):
+        selection.final(args)

@@ -1,0 +1,277 @@
+"""Choose a recipe on val alone; then score the chosen one on the test set, once.
+
+Every choice of a recipe (architecture, size, vocabulary, dropout, schedule, epochs, which
+checkpoints to average, length penalty) is made here on the ``val`` split. ``train`` and
+``table`` never read a test split. ``final`` scores one recipe on the test set with the
+settings val chose, and records that it did: asking again is refused (``--again`` scores
+once more and keeps every earlier score beside the new one), so a test score cannot quietly
+become one more thing to tune on.
+
+    python scripts/select_on_val.py train --name anchor --seeds 1 2 3 \\
+        --config configs/multi30k/base/transformer.yaml --config my-variant.yaml
+    python scripts/select_on_val.py table                 # val: mean and spread per recipe
+    python scripts/select_on_val.py final --name anchor   # test_2016_flickr, once
+
+``train`` fits the recipe once per seed (``seed_everything`` and the batch order), then
+scores on val, with beam search, every final model the run allows: the last epoch, the
+average of its last 5 and last 10 epochs (from the ``recent-*.ckpt`` a recipe keeps), and
+the best checkpoint by validation BLEU, each under several length penalties. ``table``
+picks, per recipe, the setting with the highest mean literature BLEU over seeds, and
+reports it with its spread. Results live in ``--out`` (default ``runs/selection``); an
+interrupted ``train`` continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench_quality import SEQ2SEQ, best_checkpoint, last_checkpoint, run, split_files
+
+VAL_SPLIT = "val"
+AVERAGES = (1, 5, 10)  # the last epoch alone, the mean of the last 5, of the last 10
+LENGTH_PENALTIES = (1.0, 1.5, 2.0)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How a trained run becomes the model that is scored: which checkpoints, which search."""
+
+    model: str  # "last-K" (the mean of the last K epochs) or "best" (by val BLEU)
+    length_penalty: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}@lp{self.length_penalty:g}"
+
+    @staticmethod
+    def from_key(key: str) -> Setting:
+        model, _, penalty = key.partition("@lp")
+        return Setting(model, float(penalty))
+
+
+def evaluate(checkpoint: Path, src: Path, ref: Path, folder: Path, beam: int, lp: float) -> dict:
+    """``seq2seq evaluate --json``'s scores of one checkpoint under one length penalty."""
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [*SEQ2SEQ, "evaluate", "--ckpt", str(checkpoint), "--src", str(src)]
+    command += ["--ref", str(ref), "--beam", str(beam), "--length-penalty", str(lp), "--json"]
+    usage = run(command, folder / "evaluate.json", folder / "evaluate.log")
+    if usage["status"] != 0:
+        raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")
+    scores = json.loads((folder / "evaluate.json").read_text())
+    return {
+        "bleu_literature": scores["bleu_literature"]["score"],
+        "bleu": scores["bleu"]["score"],
+        "chrf": scores["chrf"]["score"],
+    }
+
+
+def recent_checkpoints(run_dir: Path) -> list[Path]:
+    """The run's ``recent-*.ckpt``, oldest epoch first (their names sort by epoch)."""
+    return sorted(run_dir.glob("checkpoints/recent-*.ckpt"))
+
+
+def final_models(run_dir: Path, folder: Path) -> dict[str, Path]:
+    """Each candidate final model of a run by name: ``last-K`` for every K of AVERAGES the
+    run kept enough epochs for (K = 1: the last epoch; the run's last.ckpt when it kept no
+    recent epochs), and ``best`` when a checkpoint was chosen by validation BLEU."""
+    last, state = last_checkpoint(run_dir)
+    recent = recent_checkpoints(run_dir)
+    models = {"last-1": recent[-1] if recent else last}
+    for k in AVERAGES:
+        if k > 1 and len(recent) >= k:
+            averaged = folder / f"last-{k}.ckpt"
+            if not averaged.exists():
+                command = [*SEQ2SEQ, "average", "--ckpts", *map(str, recent[-k:])]
+                command += ["--out", str(averaged)]
+                usage = run(command, folder / "avg.out", folder / "avg.log")
+                if usage["status"] != 0:
+                    raise RuntimeError(f"averaging failed, see {folder / 'avg.log'}")
+            models[f"last-{k}"] = averaged
+    best = best_checkpoint(last, state)
+    if best != last:
+        models["best"] = best
+    return models
+
+
+def fit(args: argparse.Namespace, seed: int, folder: Path) -> dict[str, Any]:
+    """Train the recipe with one seed (or find it trained); the fit's time and memory."""
+    done = folder / "train.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    command = [*SEQ2SEQ, "fit"]
+    for config in args.config:
+        command += ["--config", str(config)]
+    command += [
+        "--seed_everything", str(seed), "--data.seed", str(seed),
+        "--data.source", str(args.data), "--trainer.default_root_dir", str(folder / "run"),
+        "--trainer.enable_progress_bar", "false", *args.override,
+    ]  # fmt: skip
+    print(f"[{args.name} seed {seed}] {' '.join(command[2:])}", flush=True)
+    usage = run(command, folder / "fit.out", folder / "fit.log")
+    if usage["status"] != 0:
+        raise RuntimeError(f"training failed (exit {usage['status']}), see {folder / 'fit.log'}")
+    record = {"seconds": usage["seconds"], "peak_rss_mb": usage["peak_rss_mb"], "seed": seed}
+    done.write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def score_on_val(args: argparse.Namespace, folder: Path, val: tuple[Path, Path]) -> dict:
+    """Every setting's val scores for one trained seed (kept in val.json)."""
+    done = folder / "val.json"
+    scores = json.loads(done.read_text()) if done.exists() else {}
+    for model, checkpoint in final_models(folder / "run", folder).items():
+        for lp in LENGTH_PENALTIES:
+            setting = Setting(model, lp)
+            if setting.key not in scores:
+                scratch = folder / "val" / setting.key
+                scores[setting.key] = evaluate(checkpoint, *val, scratch, args.beam, lp)
+                done.write_text(json.dumps(scores, indent=2) + "\n")
+    return scores
+
+
+def train(args: argparse.Namespace) -> None:
+    recipe_dir = args.out / args.name
+    recipe_dir.mkdir(parents=True, exist_ok=True)
+    recipe = {"config": [str(c) for c in args.config], "override": args.override}
+    known = recipe_dir / "recipe.json"
+    if known.exists() and json.loads(known.read_text()) != recipe:
+        sys.exit(f"{args.name} was trained with another recipe ({known}); choose another --name")
+    known.write_text(json.dumps(recipe, indent=2) + "\n")
+    val = split_files(args.data, VAL_SPLIT, args.pair, None, recipe_dir)
+    for seed in args.seeds:
+        folder = recipe_dir / f"seed{seed}"
+        folder.mkdir(exist_ok=True)
+        fit(args, seed, folder)
+        score_on_val(args, folder, val)
+    print_table(args.out)
+
+
+def seed_scores(recipe_dir: Path) -> dict[int, dict[str, dict[str, float]]]:
+    """Each trained seed's val scores by setting key."""
+    found = {}
+    for path in sorted(recipe_dir.glob("seed*/val.json")):
+        found[int(path.parent.name.removeprefix("seed"))] = json.loads(path.read_text())
+    return found
+
+
+def mean_and_spread(values: list[float]) -> str:
+    spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
+    return f"{statistics.mean(values):.2f}{spread}"
+
+
+def chosen_setting(per_seed: dict[int, dict[str, dict[str, float]]]) -> Setting:
+    """The setting with the highest mean val literature BLEU over the seeds that have it."""
+    keys = set.intersection(*(set(scores) for scores in per_seed.values()))
+    mean = {k: statistics.mean(s[k]["bleu_literature"] for s in per_seed.values()) for k in keys}
+    return Setting.from_key(max(sorted(mean), key=mean.__getitem__))
+
+
+def val_rows(out: Path) -> list[str]:
+    """A Markdown row per recipe: its val-chosen setting and scores (mean ± sd over seeds)."""
+    rows = []
+    for recipe_dir in sorted(p for p in out.iterdir() if (p / "recipe.json").exists()):
+        per_seed = seed_scores(recipe_dir)
+        if not per_seed:
+            continue
+        setting = chosen_setting(per_seed)
+        cells = [recipe_dir.name, ", ".join(map(str, per_seed)), setting.model]
+        cells.append(f"{setting.length_penalty:g}")
+        for metric in ("bleu_literature", "bleu", "chrf"):
+            cells.append(mean_and_spread([s[setting.key][metric] for s in per_seed.values()]))
+        minutes = [
+            json.loads((recipe_dir / f"seed{seed}" / "train.json").read_text())["seconds"] / 60
+            for seed in per_seed
+        ]
+        cells.append(f"{statistics.mean(minutes):.0f}")
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def print_table(out: Path) -> None:
+    lines = [
+        "| recipe | seeds | model | length penalty | val BLEU (lit.) | val sacreBLEU | val chrF "
+        "| train min |",
+        "|---|---|---|---|---|---|---|---|",
+        *val_rows(out),
+    ]
+    (out / "val-table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def final(args: argparse.Namespace) -> None:
+    """Score one recipe's seeds on the test set under the setting val chose; once."""
+    recipe_dir = args.out / args.name
+    per_seed = seed_scores(recipe_dir)
+    if not per_seed:
+        sys.exit(f"no trained seeds of {args.name} in {args.out}")
+    record_path = recipe_dir / "final.json"
+    history = json.loads(record_path.read_text()) if record_path.exists() else []
+    if history and not args.again:
+        sys.exit(
+            f"{args.name} was scored on the test set already ({record_path}); the first score "
+            "is the one to report (--again scores once more and keeps both)"
+        )
+    setting = chosen_setting(per_seed)
+    test = split_files(args.data, args.test_split, args.pair, None, recipe_dir)
+    scores = {}
+    for seed in per_seed:
+        folder = recipe_dir / f"seed{seed}"
+        checkpoint = final_models(folder / "run", folder)[setting.model]
+        scores[seed] = evaluate(
+            checkpoint, *test, folder / args.test_split, args.beam, setting.length_penalty
+        )
+    history.append({
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"), "split": args.test_split,
+        "setting": setting.key, "beam": args.beam, "scores": scores,
+    })  # fmt: skip
+    record_path.write_text(json.dumps(history, indent=2) + "\n")
+    for metric in ("bleu_literature", "bleu", "chrf"):
+        values = [s[metric] for s in scores.values()]
+        each = ", ".join(f"{v:.2f}" for v in values)
+        print(f"{args.name} {args.test_split} {metric}: {mean_and_spread(values)} ({each})")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/selection"))
+    parser.add_argument("--data", type=Path, default=Path("data/multi30k"), help="Multi30k folder")
+    parser.add_argument("--pair", default="en-de")
+    parser.add_argument("--beam", type=int, default=5)
+    commands = parser.add_subparsers(dest="command", required=True)
+    fit_command = commands.add_parser("train", help="fit a recipe per seed and score it on val")
+    fit_command.add_argument("--name", required=True, help="the recipe's name in the table")
+    fit_command.add_argument("--config", type=Path, action="append", required=True)
+    fit_command.add_argument("--seeds", type=int, nargs="+", default=[1])
+    fit_command.add_argument(
+        "override", nargs="*", help="options for seq2seq fit after --, e.g. -- --model.lr 5e-3"
+    )
+    commands.add_parser("table", help="the val table of every recipe trained in --out")
+    final_command = commands.add_parser("final", help="score one recipe on the test set, once")
+    final_command.add_argument("--name", required=True)
+    final_command.add_argument("--test-split", default="test_2016_flickr")
+    final_command.add_argument("--again", action="store_true")
+    args = parser.parse_args()
+    if args.command in ("train", "final") and not (args.data / f"{VAL_SPLIT}.en.gz").exists():
+        parser.error(f"no Multi30k corpus in {args.data} (run `make multi30k` or pass --data)")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if args.command == "train":
+        train(args)
+    elif args.command == "table":
+        print_table(args.out)
+    else:
+        final(args)
+
+
+if __name__ == "__main__":
+    main()
