@@ -288,7 +288,7 @@ def align_score(args: argparse.Namespace) -> None:
 
 def corpus(args: argparse.Namespace) -> None:
     """Write the embedded corpus (numbers and dates, written out) as parallel text files."""
-    from seq2seq.corpus import write_corpus
+    from seq2seq.data.demo_corpus import write_corpus
 
     paths = write_corpus(
         Path(args.out), seed=args.seed, src_lang=args.src_lang, tgt_lang=args.tgt_lang

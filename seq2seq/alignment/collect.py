@@ -21,8 +21,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from seq2seq.alignment.probe import LocalWindowProbe, find_local_attention
-from seq2seq.batching import TokenBucketBatchSampler, collate
 from seq2seq.checkpoint import Trained
+from seq2seq.data.batching import TokenBucketBatchSampler, collate
 from seq2seq.errors import DataError
 from seq2seq.search import SearchSettings
 from seq2seq.translator import translate_lines
