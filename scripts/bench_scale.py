@@ -31,12 +31,12 @@ import matplotlib.pyplot as plt
 import torch
 from bench_transformer_speed import SIZE, ours_loss, train_steps  # the same training step
 
-from seq2seq.allocator import keep_freed_memory
 from seq2seq.attention import AdditiveAttention
-from seq2seq.batching import Batch
-from seq2seq.data import TranslationDataModule
+from seq2seq.data.batching import Batch
+from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
+from seq2seq.speedups.malloc import keep_freed_memory
 from seq2seq.transformer import Transformer
 
 matplotlib.use("Agg")

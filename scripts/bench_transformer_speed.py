@@ -30,12 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seq2seq.allocator import keep_freed_memory
-from seq2seq.batching import Batch
-from seq2seq.data import TranslationDataModule
+from seq2seq.data.batching import Batch
+from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.loss import label_smoothed_nll
 from seq2seq.masking import sequence_mask
 from seq2seq.model import VocabSpec
+from seq2seq.speedups.malloc import keep_freed_memory
 from seq2seq.task import batch_target_tokens
 from seq2seq.transformer import Transformer, sinusoidal_table
 

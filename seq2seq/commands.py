@@ -201,12 +201,9 @@ def attention(args: argparse.Namespace) -> None:
     """Inspect what the decoder attends to: heatmaps, word alignments (Pharaoh), attention
     statistics and an HTML report of --src translated (or of --ref, forced), written to --out;
     or, with --positional-encoding, plots of the Transformer's sinusoidal encoding."""
-    from seq2seq.alignment import (
-        InspectOptions,
-        format_summary,
-        inspect_attention,
-        plot_positional_encoding,
-    )
+    from seq2seq.inspection.pipeline import InspectOptions, inspect_attention
+    from seq2seq.inspection.stats import format_summary
+    from seq2seq.positional_encoding_plot import plot_positional_encoding
 
     check_output_folder(args.out)
     if args.positional_encoding:
@@ -272,7 +269,7 @@ def _check_reverse(trained: Trained, reverse: Trained) -> None:
 def align_score(args: argparse.Namespace) -> None:
     """Score word alignments against gold ones: AER, precision and recall (Och & Ney 2003;
     gold links written 3p4 or 3-4-P are possible, the others sure)."""
-    from seq2seq.alignment import read_gold, read_links, score_alignments
+    from seq2seq.inspection.word_alignments import read_gold, read_links, score_alignments
 
     gold, hyp = read_gold(args.gold, args.one_indexed), read_links(args.hyp)
     _check_parallel(args.gold, gold, args.hyp, hyp)
@@ -288,7 +285,7 @@ def align_score(args: argparse.Namespace) -> None:
 
 def corpus(args: argparse.Namespace) -> None:
     """Write the embedded corpus (numbers and dates, written out) as parallel text files."""
-    from seq2seq.corpus import write_corpus
+    from seq2seq.data.demo_corpus import write_corpus
 
     paths = write_corpus(
         Path(args.out), seed=args.seed, src_lang=args.src_lang, tgt_lang=args.tgt_lang

@@ -22,9 +22,9 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import AdditiveAttention, Attention
-from seq2seq.dropout import Dropout
 from seq2seq.model import EncoderDecoder, Memory, VocabSpec
-from seq2seq.shared_source import SharedSourceState, group_queries, ungroup_weights
+from seq2seq.speedups.beam_shared_source import SharedSourceState, group_queries, ungroup_weights
+from seq2seq.speedups.cpu_dropout import Dropout
 
 CellType = Literal["gru", "lstm"]
 MergeType = Literal["concat", "sum"]
@@ -106,8 +106,8 @@ class RNNEncoder(nn.Module):
 
 @dataclass
 class RNNState(SharedSourceState):
-    """Decoder state between steps for B rows, G = B / group sentences (see shared_source).
-    Every tensor is batch-first."""
+    """Decoder state between steps for B rows, G = B / group sentences (see
+    ``seq2seq.speedups.beam_shared_source``). Every tensor is batch-first."""
 
     per_sentence: ClassVar[frozenset[str]] = frozenset({"keys", "values", "src_lens"})
     hidden: Hidden  # [B, L, H] (or (h, c))

@@ -18,8 +18,8 @@ import torch
 from pytorch_lightning.utilities import rank_zero_warn
 from torch import Tensor, nn
 
-from seq2seq.batching import Batch
 from seq2seq.checkpoint import CHECKPOINT_KEY, Payload
+from seq2seq.data.batching import Batch
 from seq2seq.epoch_metrics import Perplexity, SplitTranslations
 from seq2seq.errors import CheckpointError, Seq2SeqError
 from seq2seq.loss import label_smoothed_nll

@@ -20,7 +20,7 @@ from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from seq2seq.checkpoint import read_checkpoint
 from seq2seq.cli_help import DESCRIPTION, TRAINING_COMMANDS, print_usage_error
-from seq2seq.data import TranslationDataModule
+from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.distributed import bound_collective_waits
 from seq2seq.fit_summary import FitSummary
 from seq2seq.quiet import quiet_lightning

@@ -18,9 +18,9 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.attention import MultiHeadAttention
-from seq2seq.dropout import Dropout
 from seq2seq.model import EncoderDecoder, Memory, VocabSpec
-from seq2seq.shared_source import SharedSourceState, group_queries, ungroup_weights
+from seq2seq.speedups.beam_shared_source import SharedSourceState, group_queries, ungroup_weights
+from seq2seq.speedups.cpu_dropout import Dropout
 
 NormPlacement = Literal["pre", "post"]
 KV = tuple[Tensor, Tensor]  # projected keys and values, each [B, H, S, dh]
@@ -165,7 +165,8 @@ class DecoderLayer(nn.Module):
 
 @dataclass
 class TransformerState(SharedSourceState):
-    """The decoder's state for N rows, G = N / group sentences (see shared_source).
+    """The decoder's state for N rows, G = N / group sentences (see
+    ``seq2seq.speedups.beam_shared_source``).
 
     cross: per layer, the source's keys/values [G, H, S, dh]; src_lens: [G];
     cache: per layer, the self-attention keys/values so far [N, H, t, dh].

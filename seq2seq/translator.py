@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from seq2seq.batching import source_batches
 from seq2seq.checkpoint import Trained
+from seq2seq.data.batching import source_batches
 from seq2seq.search import Hypothesis, SearchSettings, translate_batch
 
 log = logging.getLogger("seq2seq")

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from tiny_run import SIZES, tiny_config, write_config  # noqa: E402
 
 from seq2seq.cli import main  # noqa: E402
-from seq2seq.corpus import write_corpus  # noqa: E402
+from seq2seq.data.demo_corpus import write_corpus  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")

@@ -11,8 +11,14 @@ from pytorch_lightning.utilities import move_data_to_device
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from seq2seq import batching
-from seq2seq.batching import Batch, SourceBatch, TokenBucketBatchSampler, collate, source_batches
+from seq2seq.data import batching
+from seq2seq.data.batching import (
+    Batch,
+    SourceBatch,
+    TokenBucketBatchSampler,
+    collate,
+    source_batches,
+)
 
 PAD, BOS, EOS = 0, 2, 3
 

@@ -12,8 +12,8 @@ from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 
 from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.cli import main
-from seq2seq.corpus import write_corpus
-from seq2seq.data import TranslationDataModule
+from seq2seq.data.datamodule import TranslationDataModule
+from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.search import SearchSettings
 from seq2seq.task import TranslationTask
 from seq2seq.training_cli import ConfigIntoCheckpoint, Seq2SeqCLI

@@ -8,8 +8,8 @@ import pytest
 from babel.dates import get_month_names
 from num2words import num2words
 
-from seq2seq import corpus
-from seq2seq.corpus import (
+from seq2seq.data import demo_corpus
+from seq2seq.data.demo_corpus import (
     DEFAULT_SIZES,
     CorpusSettingError,
     Kind,
@@ -133,9 +133,9 @@ def test_french_corpus(tmp_path: Path) -> None:
 
 
 def test_french_ordinals_drop_the_plural_s(monkeypatch: pytest.MonkeyPatch) -> None:
-    ordinal = corpus.KINDS[1]
+    ordinal = demo_corpus.KINDS[1]
     numbers = Kind(1, lambda rng: rng.choice([80, 200, 280]), ordinal.say)
-    monkeypatch.setattr(corpus, "KINDS", (numbers,))
+    monkeypatch.setattr(demo_corpus, "KINDS", (numbers,))
     assert sorted(tgt for _, tgt in generate_pairs(3, seed=1, tgt_lang="fr")) == [
         "deux cent quatre-vingtième",
         "deux centième",
@@ -163,7 +163,7 @@ def test_bad_sizes_raise(sizes: dict[str, int], message: str, tmp_path: Path) ->
 
 def test_impossible_number_of_distinct_pairs_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     tiny = Kind(1, lambda rng: rng.randrange(3), lambda n, lang: num2words(n, lang=lang))
-    monkeypatch.setattr(corpus, "KINDS", (tiny,))
+    monkeypatch.setattr(demo_corpus, "KINDS", (tiny,))
     assert len(generate_pairs(3, seed=1)) == 3
     with pytest.raises(CorpusSettingError, match="distinct"):
         generate_pairs(4, seed=1)
@@ -192,7 +192,7 @@ def test_an_interrupted_write_leaves_nothing_that_looks_complete(
         written.append(path)
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    monkeypatch.setattr(corpus, "_write_lines", write_then_fail)
+    monkeypatch.setattr(demo_corpus, "_write_lines", write_then_fail)
     with pytest.raises(KeyboardInterrupt):
         write_corpus(tmp_path / "corpus", sizes=SMALL)
     assert written  # the first file was written before the interruption

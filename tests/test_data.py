@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from seq2seq import data as data_module
-from seq2seq import encode_pool, sources, tokenised
-from seq2seq.batching import Batch
-from seq2seq.data import TranslationDataModule
+from seq2seq.data import datamodule as data_module
+from seq2seq.data import encode_pool, sources, tokenised
+from seq2seq.data.batching import Batch
+from seq2seq.data.datamodule import TranslationDataModule
+from seq2seq.data.tokenised import TokenisedRows
 from seq2seq.errors import DataError
-from seq2seq.tokenised import TokenisedRows
 from seq2seq.tokenizer import Tokenizer, VocabSettings, Vocabulary
 
 WORDS = ["the", "dog", "cat", "runs", "sleeps", "red", "small", "on", "a", "house", "street"]

@@ -24,7 +24,7 @@ from tiny_run import tiny_config, write_config
 
 from seq2seq.checkpoint import load_trained
 from seq2seq.cli import main
-from seq2seq.corpus import write_corpus
+from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.tokenizer import UNK_ID
 
 ERROR = "seq2seq: error: "

@@ -17,7 +17,7 @@ from tiny_run import run_seq2seq
 
 from seq2seq.checkpoint_io import SafeCheckpointIO
 from seq2seq.cli import main
-from seq2seq.corpus import write_corpus
+from seq2seq.data.demo_corpus import write_corpus
 
 pytestmark = pytest.mark.slow  # fits stopped and resumed
 

@@ -24,7 +24,7 @@ import pytest
 from tiny_run import run_seq2seq
 
 import seq2seq
-from seq2seq.alignment.words import words
+from seq2seq.inspection.words import words
 from seq2seq.serve.batcher import Batcher
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import torch
 from tiny_run import SIZES, tiny_config, write_config
 
 from seq2seq.cli import main
-from seq2seq.corpus import write_corpus
+from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.errors import Seq2SeqError
 from seq2seq.schedule import WarmupThenDecay
 

@@ -14,7 +14,7 @@ import yaml
 from test_data import corpus
 from tiny_run import run_seq2seq
 
-from seq2seq.data import TranslationDataModule
+from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.errors import DataError
 
 CONFIG = (

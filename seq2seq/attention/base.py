@@ -21,8 +21,8 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.attention.scores import Score
-from seq2seq.dropout import Dropout
 from seq2seq.masking import masked_softmax
+from seq2seq.speedups.cpu_dropout import Dropout
 
 
 class Attention(nn.Module, ABC):

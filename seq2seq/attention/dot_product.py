@@ -13,8 +13,8 @@ from torch import Tensor, nn
 
 from seq2seq.attention.base import Attention, GlobalAttention
 from seq2seq.attention.scores import DistanceScore, DotScore
-from seq2seq.dropout import dropout as dropout_weights
 from seq2seq.masking import key_mask, masked_softmax
+from seq2seq.speedups.cpu_dropout import dropout as dropout_weights
 
 
 class ScaledDotProductAttention(GlobalAttention):

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from seq2seq.alignment.collect import SentenceAttention, forced_attention
-from seq2seq.alignment.links import extract_links, format_pharaoh
-from seq2seq.alignment.maps import as_layers_heads, summary_map
-from seq2seq.alignment.pipeline import word_attention
 from seq2seq.checkpoint import Trained
+from seq2seq.inspection.collect import SentenceAttention, forced_attention
+from seq2seq.inspection.maps import as_layers_heads, summary_map
+from seq2seq.inspection.pipeline import word_attention
+from seq2seq.inspection.word_alignments import extract_links, format_pharaoh
 from seq2seq.search import SearchSettings
 from seq2seq.translator import Translation, translate_lines
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from seq2seq.alignment.report import SCRIPT, STYLE, head_views, json_for_script
+from seq2seq.inspection.report import SCRIPT, STYLE, head_views, json_for_script
 
 FORM_STYLE = """
 form { display: flex; gap: 0.5em; margin: 1em 0; }

@@ -1,9 +1,12 @@
-"""The CPU dropout: rate, expectation, gradient, determinism, and its edge cases."""
+"""The CPU dropout: rate, expectation, gradient, determinism, and its edge cases; the same
+rate and scale as the plain path, ``F.dropout``, which SEQ2SEQ_PLAIN=cpu_dropout runs."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from seq2seq.dropout import Dropout, dropout, dropout_threshold
+from seq2seq.speedups.cpu_dropout import Dropout, dropout, dropout_threshold
+from seq2seq.speedups.switch import VARIABLE
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
@@ -69,3 +72,27 @@ def test_module_follows_train_and_eval_and_rejects_bad_rates():
     assert module(x) is x
     with pytest.raises(ValueError, match="dropout probability"):
         Dropout(1.5)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_drops_like_the_plain_path(p):
+    """The same share dropped and the same scale on what is kept as ``F.dropout``."""
+    x = torch.ones(1000, 1000)
+    torch.manual_seed(4)
+    ours, plain = dropout(x, p, training=True), F.dropout(x, p, training=True)
+    assert (ours == 0).float().mean().item() == pytest.approx(
+        (plain == 0).float().mean().item(), abs=0.003
+    )
+    assert ours.max().item() == pytest.approx(plain.max().item(), rel=1e-4)  # 1 / (1 - p)
+
+
+@pytest.mark.parametrize("cut", ["cpu_dropout", "1"])
+def test_switched_off_it_is_torch_dropout(monkeypatch, cut):
+    monkeypatch.setenv(VARIABLE, cut)
+    x = torch.randn(64, 80)
+    module = Dropout(0.3)
+    for drop in (lambda: dropout(x, 0.3, training=True), lambda: module(x)):
+        torch.manual_seed(5)
+        expected = F.dropout(x, 0.3, training=True)
+        torch.manual_seed(5)
+        assert torch.equal(drop(), expected)

@@ -15,9 +15,9 @@ matplotlib.use("Agg")  # files only; never needs a display
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from seq2seq.alignment.heatmap import save_figure  # noqa: E402
 from seq2seq.atomic import output_folder  # noqa: E402
 from seq2seq.errors import Seq2SeqError  # noqa: E402
+from seq2seq.inspection.heatmap import save_figure  # noqa: E402
 from seq2seq.transformer import sinusoidal_table  # noqa: E402
 
 

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from torch import Tensor
 
-from seq2seq.alignment.links import argmax_links
+from seq2seq.inspection.word_alignments import argmax_links
 
 UNDER_COVERED = 0.5  # a source word with less coverage counts as under-translated
 OVER_COVERED = 2.0  # and with more, as over-translated

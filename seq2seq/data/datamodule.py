@@ -4,8 +4,8 @@ length-bucketed batches under a token budget.
     source --load_split--> Arrow text --load_or_tokenise--> ids + lengths --> Batches
 
 Everything that grows with the corpus lives in files under ``cache_dir``: the text
-(``text/``, memory-mapped Arrow, see ``seq2seq.sources``) and the tokenised splits
-(``tokens/``, read row by row, see ``seq2seq.tokenised``; keyed on the text's key and the
+(``text/``, memory-mapped Arrow, see ``seq2seq.data.sources``) and the tokenised splits
+(``tokens/``, read row by row, see ``seq2seq.data.tokenised``; keyed on the text's key and the
 vocabulary). Each is found again from file identities and settings, without reading the
 corpus, so a second run, or every process of a multi-device run after ``prepare_data``,
 reads the same files. The vocabulary is trained on a sample of the training split (or
@@ -32,11 +32,11 @@ import numpy as np
 import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_only
 
-from seq2seq.batching import ResumableLoader, TokenBucketBatchSampler, collate, cut_batches
+from seq2seq.data.batching import ResumableLoader, TokenBucketBatchSampler, collate, cut_batches
+from seq2seq.data.sources import load_split
+from seq2seq.data.split_text import SplitText
+from seq2seq.data.tokenised import TokenisedRows, load_or_tokenise
 from seq2seq.errors import DataError
-from seq2seq.sources import load_split
-from seq2seq.split_text import SplitText
-from seq2seq.tokenised import TokenisedRows, load_or_tokenise
 from seq2seq.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
 
 TOKENS_FORMAT = 4  # part of the tokenised cache's key: bump when its files change
@@ -63,7 +63,7 @@ class TranslationDataModule(pl.LightningDataModule):
     Args:
         source: Where the sentence pairs are: a folder of ``{split}.{lang}[.gz]`` files, a
             ``path/{split}.tsv`` or ``path/{split}.jsonl`` pattern, or a Hub dataset id
-            (see ``seq2seq.sources``).
+            (see ``seq2seq.data.sources``).
         src_lang: The source language code, as in the file names or the dataset's columns.
         tgt_lang: The target language code.
         train_split: Name of the training split (``train`` reads ``train.{lang}``).

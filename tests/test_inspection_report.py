@@ -9,8 +9,8 @@ import re
 import pytest
 import torch
 
-from seq2seq.alignment.collect import SentenceAttention
-from seq2seq.alignment.report import head_views, write_report
+from seq2seq.inspection.collect import SentenceAttention
+from seq2seq.inspection.report import head_views, write_report
 
 
 def hand_made_sentence(text: str = "a b c") -> SentenceAttention:

@@ -7,7 +7,7 @@
 
 Written once per (text, vocabulary): the text is read in batches with plain file reads
 (see ``SplitText.iter_batches``), encoded on ``num_proc`` processes
-(``seq2seq.encode_pool``) and appended, so memory stays bounded by a batch whatever the
+(``seq2seq.data.encode_pool``) and appended, so memory stays bounded by a batch whatever the
 corpus size. Every file is written under a temporary name and renamed when complete, the
 lengths last: an interrupted run leaves no cache that looks whole.
 
@@ -31,8 +31,8 @@ import numpy as np
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
-from seq2seq.encode_pool import EncodePool
-from seq2seq.split_text import SplitText
+from seq2seq.data.encode_pool import EncodePool
+from seq2seq.data.split_text import SplitText
 from seq2seq.tokenizer import Vocabulary
 
 BATCH_PAIRS = 1000  # pairs a worker encodes at a time

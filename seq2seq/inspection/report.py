@@ -17,9 +17,9 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from seq2seq.alignment.collect import SentenceAttention
-from seq2seq.alignment.maps import as_layers_heads, check_layer
 from seq2seq.atomic import write_atomically
+from seq2seq.inspection.collect import SentenceAttention
+from seq2seq.inspection.maps import as_layers_heads, check_layer
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from seq2seq.alignment import InspectOptions, inspect_attention, read_gold, read_links
-from seq2seq.alignment.links import grow_diag
 from seq2seq.checkpoint import load_trained
 from seq2seq.cli import main
+from seq2seq.inspection.pipeline import InspectOptions, inspect_attention
+from seq2seq.inspection.word_alignments import grow_diag, read_gold, read_links
 
 PNG = b"\x89PNG\r\n\x1a\n"
 STATISTICS = {

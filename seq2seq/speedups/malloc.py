@@ -7,12 +7,18 @@ scores, gradients) every time, so each step pays again for the kernel to map and
 those pages. ``keep_freed_memory`` makes malloc take every block from its heap and never
 trim it, so the pages are reused: the process's peak memory is unchanged (it is reached
 on every step anyway), only the mapping churn goes away.
+
+Evidence: BENCHMARKS.md, "Keeping freed memory": 3598 against 2499 target tokens/s (1.44x)
+in whole 20-step rounds of ``scripts/bench_transformer_speed.py``, bit-identical results.
+The plain path: glibc's defaults, untouched (``SEQ2SEQ_PLAIN=malloc``, see ``switch``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import sys
+
+from seq2seq.speedups.switch import trick_enabled
 
 # mallopt parameters, from glibc's malloc.h
 M_TRIM_THRESHOLD = -1
@@ -21,8 +27,8 @@ M_MMAP_MAX = -4
 
 def keep_freed_memory() -> bool:
     """Tell glibc not to mmap blocks nor trim the heap; False where that is not possible
-    (not Linux, or a C library without ``mallopt``, e.g. musl)."""
-    if not sys.platform.startswith("linux"):
+    (not Linux, or a C library without ``mallopt``, e.g. musl) or switched off."""
+    if not trick_enabled("malloc") or not sys.platform.startswith("linux"):
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -9,18 +9,19 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from seq2seq.alignment.collect import (
+from seq2seq.attention import LocalAttention, MultiHeadAttention
+from seq2seq.checkpoint import Trained, load_trained
+from seq2seq.errors import DataError
+from seq2seq.inspection.collect import (
     EOS_LABEL,
+    LocalWindowProbe,
     forced_attention,
     head_axes,
     reference_attention,
     translation_attention,
 )
-from seq2seq.alignment.heatmap import draw_sentence, draw_windows
-from seq2seq.alignment.words import words
-from seq2seq.attention import LocalAttention, MultiHeadAttention
-from seq2seq.checkpoint import Trained, load_trained
-from seq2seq.errors import DataError
+from seq2seq.inspection.heatmap import draw_sentence, draw_windows
+from seq2seq.inspection.words import words
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.search import SearchSettings
 from seq2seq.translator import translate_lines
@@ -113,7 +114,13 @@ def test_local_attention_windows_are_recorded_where_the_weights_are(trained, pre
             assert bool(((sentence.centres >= 0) & (sentence.centres <= S)).all())
         else:
             torch.testing.assert_close(sentence.centres, torch.arange(T).float())
-    assert "attend" not in vars(attention)  # the probe left the module as it was
+    # the probe's hook is gone once it is left: a later call records nothing
+    spec = model.vocab.spec
+    one = (torch.tensor([[spec.eos_id]]), torch.tensor([1]), torch.tensor([[spec.bos_id]]))
+    with LocalWindowProbe(attention) as probe:
+        model.model(*one)
+    model.model(*one)
+    assert probe.result()[0].shape == (1, 1)
 
 
 def test_other_attention_records_no_window(trained, test_pairs):

@@ -35,8 +35,8 @@ from typing import Any
 import datasets
 import pyarrow.compute as pc
 
+from seq2seq.data.split_text import SplitText
 from seq2seq.errors import DataError
-from seq2seq.split_text import SplitText
 from seq2seq.text_lines import iter_lines
 
 SPLIT = "{split}"

@@ -8,6 +8,12 @@ picks for a sentence always come from that sentence's own beams, and their sourc
 only the per-row fields, and attention reads a sentence's ``group`` queries side by side
 against its one source row (``group_queries`` / ``ungroup_weights``).
 
+Evidence: BENCHMARKS.md, "The source side kept once per sentence": beam 5 on test_2016,
+104.8 and 109.4 against 81.3 and 86.3 sentences/s (Transformer, fp32), peak memory 1.01
+against 1.25 GB; the RNNs 160-172 against 112-120 sentences/s. The plain path: every row
+its own copy of the source side, ``group`` always 1 (``SEQ2SEQ_PLAIN=beam_shared_source``,
+see ``switch``); the same outputs up to float rounding of the regrouped products.
+
 Shapes: N decoder rows, G = N / group sentences, T queries per row, S source positions.
 """
 
@@ -20,6 +26,7 @@ import torch
 from torch import Tensor
 
 from seq2seq.model import State, select_batch
+from seq2seq.speedups.switch import trick_enabled
 
 SharedT = TypeVar("SharedT", bound="SharedSourceState")
 
@@ -53,7 +60,10 @@ class SharedSourceState(State):
     group: int
 
     def select(self: SharedT, indices: Tensor) -> SharedT:
-        followed, group = follow_sentences(indices, self.group, self.src_lens.numel())
+        if trick_enabled("beam_shared_source"):
+            followed, group = follow_sentences(indices, self.group, self.src_lens.numel())
+        else:  # the plain path: every row gets its own copy of its sentence's source side
+            followed, group = torch.div(indices, self.group, rounding_mode="floor"), 1
         changes = {}
         for field in dataclasses.fields(self):  # type: ignore[arg-type]
             value = getattr(self, field.name)

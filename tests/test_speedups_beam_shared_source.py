@@ -1,14 +1,18 @@
-"""Search states that keep the source side once per sentence (seq2seq/shared_source.py)."""
+"""Search states that keep the source side once per sentence
+(seq2seq/speedups/beam_shared_source.py) give what the plain path, a copy per row, gives."""
 
-from dataclasses import fields, replace
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import torch
 from test_attention import VARIANTS, Variant
 
-from seq2seq.model import EncoderDecoder, VocabSpec, select_batch
+from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.shared_source import SharedSourceState, follow_sentences, ungroup_weights
+from seq2seq.search import SearchSettings, translate_batch
+from seq2seq.speedups.beam_shared_source import follow_sentences, ungroup_weights
+from seq2seq.speedups.switch import VARIABLE
 from seq2seq.transformer import Transformer
 
 VOCAB = VocabSpec(src_size=40, tgt_size=40, pad_id=0, bos_id=2, eos_id=3, joint=True)
@@ -21,16 +25,12 @@ REORDERS = {
 every_reorder = pytest.mark.parametrize("reorder", REORDERS.values(), ids=REORDERS.keys())
 
 
-def row_by_row(state: SharedSourceState, indices: torch.Tensor) -> SharedSourceState:
-    """``state.select(indices)`` done plainly: every row gets its own copy of the source side."""
-    sentences = torch.div(indices, state.group, rounding_mode="floor")
-    changes = {
-        f.name: select_batch(
-            getattr(state, f.name), sentences if f.name in state.per_sentence else indices
-        )
-        for f in fields(state)
-    }
-    return replace(state, **{**changes, "group": 1})
+@contextmanager
+def plain_path() -> Iterator[None]:
+    """The trick switched off (``SEQ2SEQ_PLAIN=beam_shared_source``) inside the block."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(VARIABLE, "beam_shared_source")
+        yield
 
 
 def check_steps_after_selects(model: EncoderDecoder, reorder: tuple[list, int]) -> None:
@@ -40,12 +40,15 @@ def check_steps_after_selects(model: EncoderDecoder, reorder: tuple[list, int]) 
     shared = plain = model.start(model.encode(src, torch.tensor([7, 4, 1])))
     for indices in map(torch.tensor, rows):
         tokens = torch.randint(4, VOCAB.tgt_size, (len(indices),))
-        shared, plain = shared.select(indices), row_by_row(plain, indices)
+        shared = shared.select(indices)
+        with plain_path():
+            plain = plain.select(indices)
         shared_out, shared, shared_attn = model.step(tokens, shared)
         plain_out, plain, plain_attn = model.step(tokens, plain)
         assert torch.allclose(shared_out, plain_out, atol=1e-5)
         assert torch.allclose(shared_attn, plain_attn, atol=1e-6)
     assert shared.group == final_group
+    assert plain.group == 1  # the plain path copied the source side to every row
 
 
 @every_reorder
@@ -96,3 +99,26 @@ def test_ungroup_weights_gives_each_row_its_own_queries():
     for i in range(G):
         for j in range(group):
             assert torch.equal(rows[i * group + j], weights[i, :, j * T : (j + 1) * T])
+
+
+@pytest.mark.parametrize("family", ["transformer", "rnn"])
+def test_beam_search_translates_the_same_with_the_trick_switched_off(family):
+    """The off switch: beam search over the plain path gives the same translations."""
+    torch.manual_seed(0)
+    model = (
+        Transformer(VOCAB, model_size=32, num_heads=4, ff_size=64, encoder_layers=2)
+        if family == "transformer"
+        else RNNSeq2Seq(VOCAB, embed_size=12, hidden_size=16, style="luong", dropout=0.0)
+    ).eval()
+    src = torch.randint(4, VOCAB.src_size, (4, 9))
+    src_lens = torch.tensor([9, 6, 3, 1])
+    search = SearchSettings(beam_size=4, n_best=2, max_len_offset=5)
+    with torch.inference_mode():
+        shared = translate_batch(model, src, src_lens, search, return_attention=True)
+        with plain_path():
+            plain = translate_batch(model, src, src_lens, search, return_attention=True)
+    for shared_nbest, plain_nbest in zip(shared, plain, strict=True):
+        for a, b in zip(shared_nbest, plain_nbest, strict=True):
+            assert a.tokens == b.tokens
+            assert a.score == pytest.approx(b.score, abs=1e-5)
+            assert torch.allclose(a.attention, b.attention, atol=1e-6)

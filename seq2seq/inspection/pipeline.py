@@ -28,14 +28,19 @@ from pathlib import Path
 
 from torch import Tensor
 
-from seq2seq.alignment.collect import (
+from seq2seq.atomic import output_folder, write_atomically
+from seq2seq.checkpoint import Trained
+from seq2seq.inspection.collect import (
     SentenceAttention,
     head_axes,
     reference_attention,
     translation_attention,
 )
-from seq2seq.alignment.heatmap import draw_sentence
-from seq2seq.alignment.links import (
+from seq2seq.inspection.heatmap import draw_sentence
+from seq2seq.inspection.maps import check_layer_choice, normalise_rows, summary_map
+from seq2seq.inspection.report import write_report
+from seq2seq.inspection.stats import CorpusStats, SentenceStats, sentence_stats
+from seq2seq.inspection.word_alignments import (
     Link,
     Method,
     Symmetrization,
@@ -44,12 +49,7 @@ from seq2seq.alignment.links import (
     symmetrize,
     transpose,
 )
-from seq2seq.alignment.maps import check_layer_choice, normalise_rows, summary_map
-from seq2seq.alignment.report import write_report
-from seq2seq.alignment.stats import CorpusStats, SentenceStats, sentence_stats
-from seq2seq.alignment.words import merge_to_words, word_spans, words
-from seq2seq.atomic import output_folder, write_atomically
-from seq2seq.checkpoint import Trained
+from seq2seq.inspection.words import merge_to_words, word_spans, words
 from seq2seq.search import SearchSettings
 
 log = logging.getLogger("seq2seq")

@@ -20,9 +20,9 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from seq2seq.alignment.collect import SentenceAttention  # noqa: E402
-from seq2seq.alignment.maps import as_layers_heads, check_layer  # noqa: E402
 from seq2seq.atomic import write_atomically
+from seq2seq.inspection.collect import SentenceAttention  # noqa: E402
+from seq2seq.inspection.maps import as_layers_heads, check_layer  # noqa: E402
 
 INCH_PER_PIECE = 0.26
 CMAP = "Blues"

@@ -1,0 +1,10 @@
+"""Speed tricks, each kept because a benchmark shows its gain (BENCHMARKS.md), each with
+the plain PyTorch path beside it and an off switch (``switch``: ``SEQ2SEQ_PLAIN``).
+
+- ``malloc``: glibc's malloc keeps freed memory in the process (training on a CPU);
+- ``cpu_dropout``: a dropout mask that is cheap to draw on a CPU (training on a CPU);
+- ``beam_shared_source``: one copy of a sentence's source side for all its beams (search).
+
+Each trick gives the results of its plain path (tests/test_speedups_*.py check it). This
+file imports nothing.
+"""
