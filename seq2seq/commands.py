@@ -45,9 +45,9 @@ from seq2seq.translator import Translation, translate_lines, translate_stream
 
 
 def _search(args: argparse.Namespace, configured: SearchSettings) -> SearchSettings:
-    """The search a model was ``configured`` with (its checkpoint's) with the search options
-    the command line sets, named as SearchSettings' fields (an unset --length-penalty is None:
-    the model's stays)."""
+    """``configured`` (the search a model's checkpoint gives) changed by the search options
+    the command line sets, which are named after SearchSettings' fields; --length-penalty
+    alone has no default of its own (None), so unset it keeps the model's."""
     options = {f.name: getattr(args, f.name, None) for f in fields(SearchSettings)}
     return replace(configured, **{name: val for name, val in options.items() if val is not None})
 
