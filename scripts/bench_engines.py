@@ -33,9 +33,10 @@ SEARCHES = {"beam5": 5, "greedy": 1}
 
 def translate_once(args: argparse.Namespace) -> None:
     """One run (the child process): print a JSON line with speed, peak RSS and hypotheses."""
+    from dataclasses import replace
+
     import torch
 
-    from seq2seq.search import SearchSettings
     from seq2seq.text_lines import read_lines
     from seq2seq.translator import translate_lines
 
@@ -46,14 +47,14 @@ def translate_once(args: argparse.Namespace) -> None:
         from seq2seq.checkpoint import load_trained
 
         trained = load_trained(args.ckpt)
-        search = SearchSettings(beam, 1, trained.length_penalty, bf16=args.engine.endswith("bf16"))
+        search = replace(trained.search, beam_size=beam, bf16=args.engine.endswith("bf16"))
         start = time.perf_counter()
         hyps = [t.text for t in translate_lines(trained, lines, search, args.max_tokens)]
     else:
         from seq2seq.ct2_translate import load_export, translate_stream_ct2
 
         exported = load_export(args.out / args.engine, threads=args.threads)
-        search = SearchSettings(beam, 1, exported.length_penalty)
+        search = replace(exported.search, beam_size=beam)
         start = time.perf_counter()
         translations = translate_stream_ct2(exported, lines, search, args.max_tokens)
         hyps = [t.text for t in translations]

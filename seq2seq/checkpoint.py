@@ -2,9 +2,10 @@
 
 A checkpoint is a ``torch.save`` archive of Lightning's dictionary (``state_dict``,
 ``epoch``, ``global_step``, optimizer states...) plus the toolkit's ``Payload`` under
-``CHECKPOINT_KEY``: the SentencePiece models and the run's YAML config, so that a
-checkpoint alone is enough to translate. Every load uses ``torch.load(weights_only=True)``,
-so a checkpoint cannot run code while it is read; every save is atomic.
+``CHECKPOINT_KEY``: the SentencePiece models, the run's YAML config and the search it was
+configured to test with, so that a checkpoint alone is enough to translate. Every load uses
+``torch.load(weights_only=True)``, so a checkpoint cannot run code while it is read; every
+save is atomic.
 
 This module sits below the training code: it imports nothing from Lightning, torchmetrics
 or ``datasets``, and the task (which fills the payload) imports it, never the reverse.
@@ -27,6 +28,7 @@ from jsonargparse import ArgumentParser
 from seq2seq.atomic import remove_stale_temps, write_atomically
 from seq2seq.errors import CheckpointError
 from seq2seq.model import EncoderDecoder, VocabSpec
+from seq2seq.search import SearchSettings
 from seq2seq.tokenizer import Vocabulary
 
 CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the toolkit's Payload
@@ -37,6 +39,7 @@ class Payload(TypedDict, total=False):
 
     vocab: dict[str, Any]  # Vocabulary.to_state(): the SentencePiece models
     config: str | None  # the run's YAML config, as LightningCLI dumped it
+    search: dict[str, Any]  # asdict(SearchSettings): the run's test search, the commands' default
     rng: dict[str, Any]  # torch and Python random states, to resume a run where it stopped
     skipped_batches: int  # training batches skipped for a non-finite loss so far
     averaged_from: list[str]  # the checkpoints `seq2seq average` took the mean of
@@ -44,15 +47,24 @@ class Payload(TypedDict, total=False):
 
 MODEL_PREFIX = "model."  # the task keeps its EncoderDecoder in `self.model`
 CHECKPOINT_NAMES = ("last.ckpt", "best.ckpt")  # what a folder given as a checkpoint may hold
+# Checkpoints written before the payload held the search: the task's options it came from.
+CONFIG_SEARCH_KEYS = {
+    "beam_size": "test_beam_size",
+    "length_penalty": "length_penalty",
+    "max_len_ratio": "max_len_ratio",
+    "max_len_offset": "max_len_offset",
+}
 
 
 @dataclass
 class Trained:
-    """A model ready to translate, with its vocabulary and the config it was trained with."""
+    """A model ready to translate, with its vocabulary, the config it was trained with and
+    the search that config set for its test (what the commands start from)."""
 
     model: EncoderDecoder
     vocab: Vocabulary
     config: dict[str, Any]
+    search: SearchSettings = SearchSettings()
 
     @property
     def src_lang(self) -> str | None:
@@ -61,11 +73,6 @@ class Trained:
     @property
     def tgt_lang(self) -> str | None:
         return self.config.get("data", {}).get("tgt_lang")
-
-    @property
-    def length_penalty(self) -> float:
-        """The GNMT length penalty the run validated and tested with (1.0 if unset)."""
-        return float(self.config.get("model", {}).get("length_penalty", 1.0))
 
 
 def _first_sentence(message: str) -> str:
@@ -153,6 +160,18 @@ def build_model(config: dict[str, Any], vocab: VocabSpec) -> EncoderDecoder:
     return factory(vocab)
 
 
+def _configured_search(stored: Payload, config: dict[str, Any]) -> SearchSettings:
+    """The search the run was configured to test with: stored whole in the payload; in a
+    checkpoint written before it was, read from the options of the config's model block
+    (an unset one has SearchSettings' default, which is also the task's)."""
+    if "search" in stored:
+        return SearchSettings(**stored["search"])
+    options = config.get("model") or {}
+    return SearchSettings(
+        **{field: options[key] for field, key in CONFIG_SEARCH_KEYS.items() if key in options}
+    )
+
+
 def load_trained(path: str | Path) -> Trained:
     """Rebuild the model of a checkpoint, load its weights and put it in eval mode."""
     checkpoint = read_checkpoint(path)
@@ -171,7 +190,8 @@ def load_trained(path: str | Path) -> Trained:
         model.load_state_dict(weights)
     except RuntimeError as error:
         raise CheckpointError(f"weights in {path} do not fit its model config: {error}") from error
-    return Trained(model=model.eval(), vocab=vocab, config=config)
+    search = _configured_search(stored, config)
+    return Trained(model=model.eval(), vocab=vocab, config=config, search=search)
 
 
 def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> Path:

@@ -117,9 +117,10 @@ def check_output_folder(path: str, option: str = "--out") -> None:
 
 
 def _add_search_options(parser: argparse.ArgumentParser, beam: int) -> None:
-    add_option(
-        parser, "--beam", type=Number(int, 1), default=beam, help="beam size; 1 is greedy search"
-    )
+    """The search options, each stored under the name of the SearchSettings field it sets
+    (what ``commands._search`` reads), and how sources are batched and cut."""
+    add_option(parser, "--beam", dest="beam_size", metavar="BEAM", type=Number(int, 1),
+               default=beam, help="beam size; 1 is greedy search")  # fmt: skip
     add_option(
         parser,
         "--length-penalty",
@@ -319,7 +320,7 @@ def build_parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
 
 def _check_together(args: argparse.Namespace) -> None:
     """Options whose range depends on another option (after parsing, before any work)."""
-    n_best, beam = getattr(args, "n_best", 1), getattr(args, "beam", 1)
+    n_best, beam = getattr(args, "n_best", 1), getattr(args, "beam_size", 1)
     if n_best > beam:
         usage_error(
             f"seq2seq {args.command}",

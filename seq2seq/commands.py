@@ -17,8 +17,8 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -43,26 +43,13 @@ from seq2seq.search import SearchSettings
 from seq2seq.text_lines import iter_lines, read_lines
 from seq2seq.translator import Translation, translate_lines, translate_stream
 
-if TYPE_CHECKING:
-    from seq2seq.ct2_translate import Exported
 
-
-def _search(
-    args: argparse.Namespace, trained: Trained | Exported, n_best: int = 1
-) -> SearchSettings:
-    """The search the options ask for; the length penalty defaults to the one the model was
-    configured (and validated) with, so that a model is scored as its config says."""
-    length_penalty = args.length_penalty
-    if length_penalty is None:
-        length_penalty = trained.length_penalty
-    return SearchSettings(
-        beam_size=args.beam,
-        n_best=n_best,
-        length_penalty=length_penalty,
-        max_len_ratio=args.max_len_ratio,
-        max_len_offset=args.max_len_offset,
-        bf16=args.bf16,
-    )
+def _search(args: argparse.Namespace, configured: SearchSettings) -> SearchSettings:
+    """``configured`` (the search a model's checkpoint gives) changed by the search options
+    the command line sets, which are named after SearchSettings' fields; --length-penalty
+    alone has no default of its own (None), so unset it keeps the model's."""
+    options = {f.name: getattr(args, f.name, None) for f in fields(SearchSettings)}
+    return replace(configured, **{name: val for name, val in options.items() if val is not None})
 
 
 def _check_parallel(path_a: str, lines_a: Sized, path_b: str, lines_b: Sized) -> None:
@@ -86,7 +73,7 @@ def translate(args: argparse.Namespace) -> None:
         translations = translate_stream(
             trained,
             _input_lines(args),
-            _search(args, trained, args.n_best),
+            _search(args, trained.search),
             args.max_tokens,
             progress=args.progress,
             max_source_len=args.max_source_len,
@@ -113,7 +100,7 @@ def _translate_with_ctranslate2(args: argparse.Namespace) -> Iterator[Translatio
     from seq2seq.ct2_translate import check_search, load_export, translate_stream_ct2
 
     exported = load_export(args.ctranslate2)
-    search = _search(args, exported, args.n_best)
+    search = _search(args, exported.search)
     check_search(search)  # before reading any input
     return translate_stream_ct2(
         exported,
@@ -160,7 +147,7 @@ def evaluate(args: argparse.Namespace) -> None:
     sources, refs = read_lines(args.src), read_lines(args.ref)
     _check_parallel(args.src, sources, args.ref, refs)
     trained = load_ensemble(args.ckpt)
-    search = _search(args, trained)
+    search = _search(args, trained.search)
     start = time.perf_counter()
     translations = translate_lines(
         trained, sources, search, args.max_tokens, progress=True,
@@ -179,10 +166,10 @@ def evaluate(args: argparse.Namespace) -> None:
         "sentences": len(sources),
         "seconds": round(seconds, 3),
         "sentences_per_s": round(len(sources) / seconds, 2),
-        "beam": args.beam,
+        "beam": search.beam_size,
         "length_penalty": search.length_penalty,
         "threads": torch.get_num_threads(),
-        "bf16": args.bf16,
+        "bf16": search.bf16,
     }
     if args.json:
         print(json.dumps({**scores, "decoding": decoding}, indent=2))
@@ -191,9 +178,9 @@ def evaluate(args: argparse.Namespace) -> None:
         print(f"{name:16s} {result['score']:6.2f}  {result['signature']}")
     print(
         f"decoding         {decoding['sentences']} sentences in {seconds:.1f} s "
-        f"({decoding['sentences_per_s']} sentences/s, beam {args.beam}, "
+        f"({decoding['sentences_per_s']} sentences/s, beam {search.beam_size}, "
         f"length penalty {search.length_penalty:g}, "
-        f"{decoding['threads']} threads{', bf16' if args.bf16 else ''})"
+        f"{decoding['threads']} threads{', bf16' if search.bf16 else ''})"
     )
 
 
@@ -246,7 +233,7 @@ def attention(args: argparse.Namespace) -> None:
         args.out,
         options,
         references=references,
-        search=_search(args, trained),
+        search=_search(args, trained.search),
         reverse=reverse,
         title=f"Attention of {' + '.join(args.ckpt)}",
     )
@@ -310,7 +297,7 @@ def serve(args: argparse.Namespace) -> None:
     (pip install 'seq2seq[serve]')."""
     from seq2seq.serve.command import start_server  # FastAPI and uvicorn only from here
 
-    start_server(args, lambda trained: _search(args, trained))
+    start_server(args, lambda trained: _search(args, trained.search))
 
 
 def export(args: argparse.Namespace) -> None:

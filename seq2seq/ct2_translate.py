@@ -59,7 +59,7 @@ class Exported:
     translator: Any  # ctranslate2.Translator
     src: Tokenizer
     tgt: Tokenizer
-    length_penalty: float  # the trained config's, the default of --length-penalty
+    search: SearchSettings  # the checkpoint's (Trained.search): what the search options change
     positions: int
 
     def __post_init__(self) -> None:
@@ -90,7 +90,7 @@ def load_export(folder: str | Path, threads: int = 0) -> Exported:
             f"write one with `seq2seq export --to ctranslate2`)"
         )
     description = json.loads(description_path.read_text())
-    if description.get("format") != DESCRIPTION_FORMAT:
+    if description.get("format") not in (1, DESCRIPTION_FORMAT):
         raise Seq2SeqError(f"{description_path}: unknown format {description.get('format')}")
     ctranslate2 = import_ctranslate2()
     try:
@@ -104,7 +104,14 @@ def load_export(folder: str | Path, threads: int = 0) -> Exported:
         if models["target"] == models["source"]
         else Tokenizer((folder / models["target"]).read_bytes())
     )
-    return Exported(translator, src, tgt, description["length_penalty"], description["positions"])
+    return Exported(translator, src, tgt, _configured_search(description), description["positions"])
+
+
+def _configured_search(description: dict[str, Any]) -> SearchSettings:
+    """The checkpoint's search an export keeps; a format 1 export kept its length penalty only."""
+    if description["format"] == 1:
+        return SearchSettings(length_penalty=description["length_penalty"])
+    return SearchSettings(**description["search"])
 
 
 def _hypotheses(

@@ -140,7 +140,7 @@ def _differs(a: Trained, b: Trained) -> str | None:
 
 def load_ensemble(paths: Sequence[str | Path], attention_from: int | None = None) -> Trained:
     """The checkpoints at ``paths`` as one model (one path: that model itself). The first
-    checkpoint's config supplies the defaults (languages, length penalty)."""
+    checkpoint supplies the defaults (languages, search)."""
     members = [load_trained(path) for path in paths]
     if len(members) == 1 and attention_from in (None, 0):
         return members[0]
@@ -152,4 +152,5 @@ def load_ensemble(paths: Sequence[str | Path], attention_from: int | None = None
                 "be trained with the same vocabulary"
             )
     model = Ensemble([m.model for m in members], attention_from).eval()
-    return Trained(model=model, vocab=members[0].vocab, config=members[0].config)
+    first = members[0]
+    return Trained(model=model, vocab=first.vocab, config=first.config, search=first.search)

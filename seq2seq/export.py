@@ -20,6 +20,7 @@ draws the same map).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 POSITIONS = 1024  # rows of the exported position table: the longest source or output + 1
 DESCRIPTION = "seq2seq.json"  # what `translate --ctranslate2` reads besides CTranslate2's files
-DESCRIPTION_FORMAT = 1
+DESCRIPTION_FORMAT = 2  # 2: the checkpoint's whole search (1: its length penalty only)
 JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL = "sentencepiece.model", "source.model", "target.model"
 
 
@@ -138,7 +139,7 @@ def _pieces(tokenizer: Any) -> list[str]:
 def export_ctranslate2(trained: Trained, out: str | Path, quantization: str = "float32") -> Path:
     """Write ``trained`` as a CTranslate2 model into the folder ``out`` (created if needed):
     CTranslate2's model.bin, config.json and vocabulary, the SentencePiece model(s), and
-    ``seq2seq.json`` (which SentencePiece file is which, the config's length penalty).
+    ``seq2seq.json`` (which SentencePiece file is which, the checkpoint's search settings).
 
     The files are written into a new folder beside ``out`` and moved in once all exist.
     """
@@ -171,7 +172,7 @@ def export_ctranslate2(trained: Trained, out: str | Path, quantization: str = "f
         "sentencepiece": models,
         "src_lang": trained.src_lang,
         "tgt_lang": trained.tgt_lang,
-        "length_penalty": trained.length_penalty,
+        "search": dataclasses.asdict(trained.search),
         "positions": POSITIONS,
         "quantization": quantization,
         "attention": "cross-attention of the last decoder layer, mean over its heads",

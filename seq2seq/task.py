@@ -250,6 +250,7 @@ class TranslationTask(pl.LightningModule):
         checkpoint[CHECKPOINT_KEY] = Payload(
             vocab=self.vocab.to_state(),
             config=self.run_config,
+            search=dataclasses.asdict(self.searches["test"]),
             rng={"torch": torch.get_rng_state(), "python": random.getstate()},
             skipped_batches=self.skipped_batches,
         )

@@ -1,20 +1,28 @@
-"""Loading checkpoints safely: a file whose unpickling would run code is refused unread."""
+"""Loading checkpoints safely: a file whose unpickling would run code is refused unread; and
+the search a checkpoint gives the commands, in checkpoints of this version and older ones."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pathlib
 import pickle
 import re
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
-from seq2seq.checkpoint import load_trained
+from seq2seq.checkpoint import CHECKPOINT_KEY, load_trained
 from seq2seq.checkpoint_io import SafeCheckpointIO
 from seq2seq.cli import main
 from seq2seq.errors import CheckpointError
+from seq2seq.rnn import RNNSeq2Seq
+from seq2seq.search import SearchSettings
+from seq2seq.task import TranslationTask
+from seq2seq.tokenizer import VocabSettings, Vocabulary
 
 REFUSAL = (
     r"seq2seq: error: refusing to load {path}: it is not a plain-weights checkpoint and loading "
@@ -87,3 +95,45 @@ def test_a_bare_pickle_is_not_unpickled(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"truncated or corrupted \(not a complete torch"):
         load_trained(ckpt)
     assert not marker.exists()
+
+
+# The task's search options as a run's config sets them, and the search they make.
+CONFIGURED = {"test_beam_size": 3, "length_penalty": 0.6, "max_len_ratio": 2.0, "max_len_offset": 4}
+CONFIGURED_SEARCH = SearchSettings(
+    beam_size=3, length_penalty=0.6, max_len_ratio=2.0, max_len_offset=4
+)
+
+
+def saved_by_the_task(path: Path, options: dict) -> dict:
+    """The checkpoint the task saves (weights and payload) for a run whose config gives it
+    ``options``: written to ``path`` and returned."""
+    vocab = Vocabulary.train(["one two three"] * 20, ["eins zwei drei"] * 20, VocabSettings(300))
+    network = {"embed_size": 8, "hidden_size": 8}
+    task = TranslationTask(partial(RNNSeq2Seq, **network), vocab, **options)
+    config = {"class_path": "seq2seq.rnn.RNNSeq2Seq", "init_args": network}
+    task.run_config = yaml.safe_dump({"model": {"model": config, **options}})
+    checkpoint = {"state_dict": task.state_dict()}
+    task.on_save_checkpoint(checkpoint)
+    torch.save(checkpoint, path)
+    return checkpoint
+
+
+def test_a_checkpoint_gives_the_search_its_run_was_configured_to_test_with(tmp_path: Path):
+    checkpoint = saved_by_the_task(tmp_path / "x.ckpt", CONFIGURED)
+    assert checkpoint[CHECKPOINT_KEY]["search"] == dataclasses.asdict(CONFIGURED_SEARCH)
+    assert load_trained(tmp_path / "x.ckpt").search == CONFIGURED_SEARCH
+    checkpoint[CHECKPOINT_KEY]["search"]["beam_size"] = 7  # the stored search, not the config's
+    torch.save(checkpoint, tmp_path / "x.ckpt")
+    assert load_trained(tmp_path / "x.ckpt").search.beam_size == 7
+
+
+@pytest.mark.parametrize(
+    ("options", "search"), [(CONFIGURED, CONFIGURED_SEARCH), ({}, SearchSettings())]
+)
+def test_an_older_checkpoint_without_the_search_reads_it_from_its_config(
+    tmp_path: Path, options: dict, search: SearchSettings
+):
+    checkpoint = saved_by_the_task(tmp_path / "x.ckpt", options)
+    del checkpoint[CHECKPOINT_KEY]["search"]  # as checkpoints were written before
+    torch.save(checkpoint, tmp_path / "old.ckpt")
+    assert load_trained(tmp_path / "old.ckpt").search == search

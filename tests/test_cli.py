@@ -80,24 +80,20 @@ def test_search_defaults_to_the_length_penalty_the_model_was_configured_with(
     trained_run, tmp_path, capsys
 ):
     checkpoint = torch.load(trained_run["ckpt"], map_location="cpu", weights_only=True)
-    config = yaml.safe_load(checkpoint["seq2seq"]["config"])
-    config["model"]["length_penalty"] = 1.7
-    checkpoint["seq2seq"]["config"] = yaml.safe_dump(config)
+    assert checkpoint["seq2seq"]["search"]["beam_size"] == 2  # the tiny config's test beam
+    checkpoint["seq2seq"]["search"]["length_penalty"] = 1.7
     ckpt = tmp_path / "lp.ckpt"
     torch.save(checkpoint, ckpt)
     corpus = trained_run["corpus"]
     command = [
         "evaluate", "--ckpt", str(ckpt), "--src", str(corpus / "test.en"),
-        "--ref", str(corpus / "test.de"), "--beam", "2", "--json",
+        "--ref", str(corpus / "test.de"), "--json",
     ]  # fmt: skip
     main(command)
-    assert json.loads(capsys.readouterr().out)["decoding"]["length_penalty"] == 1.7
+    decoding = json.loads(capsys.readouterr().out)["decoding"]
+    assert (decoding["beam"], decoding["length_penalty"]) == (5, 1.7)  # --beam's default: 5
     main([*command, "--length-penalty", "0.5"])
     assert json.loads(capsys.readouterr().out)["decoding"]["length_penalty"] == 0.5
-
-
-def test_a_config_without_a_length_penalty_gets_gnmt_alpha_1():
-    assert Trained(model=None, vocab=None, config={"model": {}}).length_penalty == 1.0
 
 
 def test_attention_draws_one_png_per_sentence(trained_run, tmp_path):

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from seq2seq.cli import main
+from seq2seq.command_line import parse_command_line
+from seq2seq.commands import RUNS, _search
+from seq2seq.search import SearchSettings
 
 ERROR = "seq2seq: error: "
 
@@ -157,3 +160,21 @@ def test_help_shows_defaults_and_ranges(
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     for part in shown:
         assert part in text, part
+
+
+CONFIGURED = SearchSettings(beam_size=4, length_penalty=0.6, max_len_ratio=2.0, max_len_offset=3)
+
+
+@pytest.mark.parametrize(
+    ("args", "search"),
+    [
+        (TRANSLATE, SearchSettings(beam_size=5, length_penalty=0.6)),  # the command's defaults
+        (ATTENTION, SearchSettings(beam_size=1, length_penalty=0.6)),
+        ([*TRANSLATE, "--beam", "3", "--n-best", "2", "--length-penalty", "0", "--max-len-ratio",
+          "1", "--max-len-offset", "7", "--bf16"], SearchSettings(3, 2, 0.0, 1.0, 7, bf16=True)),
+    ],
+)  # fmt: skip
+def test_the_search_is_the_models_with_what_the_command_line_sets(args, search):
+    """Every option but an unset --length-penalty has a default of the command's own, so
+    that only the length penalty comes from the checkpoint unless given."""
+    assert _search(parse_command_line(args, RUNS), CONFIGURED) == search

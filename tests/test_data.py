@@ -269,6 +269,16 @@ def test_an_interrupted_tokenising_leaves_no_files(
     assert len(rows) == 295
 
 
+def test_the_data_options_users_write_make_the_vocabulary_settings(tmp_path: Path) -> None:
+    """The config keys map onto VocabSettings, whose fields make the vocabulary's cache key
+    (pinned in test_tokenizer): the same data.* options find the same cached vocabulary."""
+    options = {"vocab_size": 500, "spm_model_type": "bpe", "joint_vocab": False,
+               "character_coverage": 0.9995, "max_piece_length": 8, "lowercase": True,
+               "spm_sample": 0, "seed": 3, "spm_threads": 2}  # fmt: skip
+    data = TranslationDataModule("corpus", "en", "de", cache_dir=str(tmp_path), **options)
+    assert data.vocab_settings == VocabSettings(500, "bpe", False, 0.9995, 8, True, 0, 3, 2)
+
+
 def test_the_same_language_on_both_sides_is_refused_unless_asked_for(
     folder: Path, tmp_path: Path
 ) -> None:

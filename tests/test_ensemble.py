@@ -1,5 +1,5 @@
 """Ensembles on the encoder-decoder contract: one member is the model, identical members
-are one, families mix, and vocabularies must agree."""
+are one, families mix, vocabularies must agree, and the first member's settings lead."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from tiny_run import run_seq2seq
 
-from seq2seq.checkpoint import load_trained
+from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.cli import main
 from seq2seq.ensemble import Ensemble, load_ensemble
 from seq2seq.errors import CheckpointError
@@ -134,6 +134,14 @@ def test_checkpoints_with_other_vocabularies_are_refused_naming_both(trained_run
     message = str(refused.value)
     assert str(ckpt) in message and "other.ckpt" in message
     assert "target vocabularies differ" in message and "\n" not in message
+
+
+def test_an_ensemble_searches_as_its_first_member_was_configured_to(monkeypatch):
+    vocab = Vocabulary.train(["x y z"] * 10, ["u v w"] * 10, VocabSettings(300))
+    first = Trained(rnn(), vocab, {}, SearchSettings(beam_size=3, length_penalty=0.6))
+    loads = {"a.ckpt": first, "b.ckpt": Trained(transformer(), vocab, {}, SearchSettings(4))}
+    monkeypatch.setattr("seq2seq.ensemble.load_trained", loads.__getitem__)
+    assert load_ensemble(["a.ckpt", "b.ckpt"]).search == first.search
 
 
 def test_translate_with_the_same_checkpoint_twice_equals_once(trained_run):

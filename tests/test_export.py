@@ -4,6 +4,7 @@ last decoder layer's, tied matrices are stored once, and RNNs and bad options ar
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,18 @@ def test_export_folder_holds_model_vocabulary_and_sentencepiece(transformer_ckpt
     embedding = model.tgt_embed.weight.numel()
     weights = sum(p.numel() for p in model.parameters()) + POSITIONS * model.tgt_embed.embedding_dim
     assert (exported / "model.bin").stat().st_size < 4 * (weights + embedding)
+
+
+def test_an_export_keeps_the_checkpoints_search_and_an_older_one_its_length_penalty(
+    transformer_ckpt, exported, tmp_path
+):
+    assert load_export(exported).search == load_trained(transformer_ckpt).search
+    older = shutil.copytree(exported, tmp_path / "format1")
+    description = json.loads((older / "seq2seq.json").read_text())
+    del description["search"]
+    description.update(format=1, length_penalty=0.7)  # as exports were written before
+    (older / "seq2seq.json").write_text(json.dumps(description))
+    assert load_export(older).search == SearchSettings(length_penalty=0.7)
 
 
 def test_int8_export_is_smaller_and_translates(transformer_ckpt, exported, tmp_path):

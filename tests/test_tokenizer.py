@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import random
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import sentencepiece as spm
@@ -197,6 +198,22 @@ def test_cache_loads_instead_of_training(
         load_or_train_vocabulary(tmp_path, replace(settings, **change), "text-A", sample)
     assert len(calls) == 4 + 1 + 2 * 4  # every setting is part of the key
     assert len(list((tmp_path / "spm").iterdir())) == 7
+
+
+def test_a_vocabulary_cached_by_an_earlier_version_is_found_again(
+    tmp_path: Path, tokenizer: Tokenizer
+) -> None:
+    """The key of the default settings (one thread) is pinned: changing VocabSettings or
+    how the key is made would leave every cached vocabulary behind and train it again."""
+    folder = tmp_path / "spm" / "b0dcd0c5d8c6668e0316"  # as the key was made at 96fae3d
+    folder.mkdir(parents=True)
+    (folder / "joint.model").write_bytes(tokenizer.to_bytes())
+
+    def sample(size: int, seed: int) -> tuple[list[str], list[str]]:
+        raise AssertionError("the cached vocabulary was not found: training again")
+
+    vocab = load_or_train_vocabulary(tmp_path, VocabSettings(threads=1), "text-A", sample)
+    assert vocab.joint and vocab.src.to_bytes() == tokenizer.to_bytes()
 
 
 def test_lowercase_model_folds_case_when_encoding_and_keeps_it_after_a_reload() -> None:

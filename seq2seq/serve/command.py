@@ -33,10 +33,10 @@ def start_server(args: argparse.Namespace, search: Callable[[Trained], SearchSet
         ) from None
     for ckpt in args.ckpt:
         check_checkpoint_path(ckpt)
-    if args.beam > args.max_beam:
-        raise Seq2SeqError(f"--beam {args.beam} is more than --max-beam {args.max_beam}")
+    if args.beam_size > args.max_beam:
+        raise Seq2SeqError(f"--beam {args.beam_size} is more than --max-beam {args.max_beam}")
     trained = load_ensemble(args.ckpt)  # once, before the port is opened
     engine = Engine(trained, search(trained), args.max_tokens, args.max_source_len)
-    limits = Limits(args.max_sentences, args.max_chars, args.max_beam, args.beam)
+    limits = Limits(args.max_sentences, args.max_chars, args.max_beam, args.beam_size)
     options = ServerOptions(limits, args.max_concurrent, args.batch_wait_ms / 1000, args.ckpt)
     serve_forever(engine, options, args.host, args.port)
