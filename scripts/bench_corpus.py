@@ -7,7 +7,8 @@ training lines, no pair drawn twice (about 24 words a line instead of 12). Multi
 val and test_2016_flickr files are copied beside them, so each folder is a
 ``--data.source`` for the shipped config.
 
-For each size, the real ``seq2seq fit`` of configs/multi30k/en-de/transformer.yaml runs
+For each size, the real ``seq2seq fit`` of the En-De Transformer recipe
+(configs/multi30k/base/transformer.yaml, then configs/multi30k/en-de/transformer.yaml) runs
 ``--steps`` optimiser steps with a probe callback (``FirstStepProbe``, below; the learning
 rate is the config's own within its 500 warm-up steps, ``--model.schedule constant`` only
 because a cosine over 60 steps is refused) and reports, besides each run's whole wall
@@ -62,7 +63,10 @@ from pytorch_lightning import Callback, LightningModule, Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).resolve().parent
-FIT_CONFIG = ROOT / "configs" / "multi30k" / "en-de" / "transformer.yaml"
+FIT_CONFIGS = [
+    ROOT / "configs" / "multi30k" / "base" / "transformer.yaml",
+    ROOT / "configs" / "multi30k" / "en-de" / "transformer.yaml",
+]
 LANGS = ("en", "de")
 COPIED_SPLITS = ("val", "test_2016_flickr")
 MANIFEST = "built.json"  # written last into a corpus folder: the build is complete
@@ -399,7 +403,7 @@ def fit_command(source: Path, cache: Path, run_dir: Path, args: argparse.Namespa
     # A cosine over a few steps is refused too (shorter than its warm-up); a constant rate
     # after the warm-up is the very same learning rate within the warm-up's 500 steps.
     return [
-        *launcher, "fit", "--config", str(args.fit_config),
+        *launcher, "fit", *(arg for path in args.fit_config for arg in ("--config", str(path))),
         "--data.source", str(source), "--data.cache_dir", str(cache),
         "--trainer.default_root_dir", str(run_dir), "--trainer.max_steps", str(args.steps),
         "--trainer.max_time", "null", "--trainer.enable_progress_bar", "false",
@@ -623,7 +627,7 @@ def targets(results: dict[str, Any], keys: list[str]) -> list[str]:
 def report(results: dict[str, Any], keys: list[str]) -> str:
     machine = results.get("machine", {})
     lines = [
-        f"# Corpus size: {results.get('steps')} steps of configs/multi30k/en-de/transformer.yaml",
+        f"# Corpus size: {results.get('steps')} steps of the En-De Transformer recipe",
         "",
         f"{machine.get('cpus')} CPUs, OMP_NUM_THREADS={machine.get('omp_threads')}; "
         "peak RSS is the largest process's (VmHWM, every process polled).",
@@ -701,7 +705,9 @@ def main() -> None:
     parser.add_argument("--ddp-at", type=int, help="size of the DDP run (default: nearest 1M)")
     parser.add_argument("--seed", type=int, default=1, help="of the corpora's pairs")
     parser.add_argument("--timeout", type=float, default=90, help="minutes, for each run")
-    parser.add_argument("--fit-config", type=Path, default=FIT_CONFIG)
+    parser.add_argument(
+        "--fit-config", type=Path, nargs="+", default=FIT_CONFIGS, help="merged in order"
+    )
     parser.add_argument("--only-build", action="store_true", help="build the corpora, no runs")
     args = parser.parse_args()
     args.sizes = sorted(set(args.sizes))

@@ -12,7 +12,8 @@ for round in 1 2; do
     if [ "$size" = multi30k ]; then src=data/multi30k; else src=runs/bench/corpus/data/pairs-$size; fi
     root=$(mktemp -d)
     BENCH_CORPUS_PROBE=$out/$size-$round.json BENCH_CORPUS_WARMUP=20 PYTHONPATH=scripts \
-      OMP_NUM_THREADS=2 .venv/bin/seq2seq fit --config configs/multi30k/en-de/transformer.yaml \
+      OMP_NUM_THREADS=2 .venv/bin/seq2seq fit --config configs/multi30k/base/transformer.yaml \
+      --config configs/multi30k/en-de/transformer.yaml \
       --data.source "$src" --data.cache_dir "runs/bench/corpus/cache/$size" \
       --trainer.default_root_dir "$root" --trainer.max_steps 300 --trainer.max_time null \
       --trainer.enable_progress_bar false --model.schedule constant \

@@ -30,7 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_quality import max_time, run  # scripts/ is on sys.path when a script runs
+from bench_quality import (  # scripts/ is on sys.path when a script runs
+    config_arguments,
+    max_time,
+    recipe_configs,
+    run,
+)
 from peer_joey import (
     CACHE,
     REPO,
@@ -41,10 +46,10 @@ from peer_joey import (
     save_results,
 )
 
-# architecture -> (seq2seq config, Joey NMT config in the peers folder)
+# architecture -> (seq2seq recipe's config files, Joey NMT config in the peers folder)
 ARCHITECTURES = {
-    "transformer": (REPO / "configs" / "multi30k" / "en-de" / "transformer.yaml", "transformer"),
-    "rnn": (REPO / "configs" / "multi30k" / "en-de" / "bahdanau.yaml", "rnn"),
+    "transformer": (recipe_configs("en-de", REPO)["transformer"], "transformer"),
+    "rnn": (recipe_configs("en-de", REPO)["bahdanau"], "rnn"),
 }
 RATE_COLUMN = "train/device/items_per_sec"
 RATE = "target_tokens_per_sec"  # what a run reports, for Joey NMT and for seq2seq
@@ -65,10 +70,12 @@ def steady_rate(rates: list[float]) -> float | None:
     return statistics.median(counted) if counted else None
 
 
-def train_ours(config: Path, corpus: Path, run_dir: Path, minutes: float, log_every: int) -> dict:
+def train_ours(
+    configs: list[Path], corpus: Path, run_dir: Path, minutes: float, log_every: int
+) -> dict:
     """``seq2seq fit`` for ``minutes`` with validation off; its target tokens/s and peak RSS."""
     command = [
-        sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(config),
+        sys.executable, "-m", "seq2seq.cli", "fit", *config_arguments(configs),
         "--data.source", str(corpus), "--trainer.default_root_dir", str(run_dir),
         "--trainer.max_time", max_time(minutes), "--trainer.limit_val_batches", "0",
         "--trainer.log_every_n_steps", str(log_every), "--trainer.enable_progress_bar", "false",
@@ -173,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     work = args.out.with_suffix("")  # our runs' folders beside the JSON
 
     def measure(toolkit: str, model: str, index: int) -> dict[str, Any]:
-        config, joey_config = ARCHITECTURES[model]
+        configs, joey_config = ARCHITECTURES[model]
         if toolkit == "joey":
             joey_work = args.cache / "joey-runs" / "speed" / f"{model}-round{index}"
             joey_work.mkdir(parents=True, exist_ok=True)
@@ -181,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
                 python, joey_config, joey_data, joey_work, args.minutes, args.joey_log_every
             )
         run_dir = work / f"{model}-round{index}"
-        return train_ours(config, args.corpus, run_dir, args.minutes, args.log_every)
+        return train_ours(configs, args.corpus, run_dir, args.minutes, args.log_every)
 
     results = load_results(args.out)
     alternate(results, args.out, args.models, args.rounds, measure, RATE)

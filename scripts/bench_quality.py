@@ -1,7 +1,8 @@
 """Train every Multi30k config of a language pair under one budget and compare them.
 
-For each config (default: every ``configs/multi30k/<pair>/*.yaml``: the attention variants
-and the Transformer) this runs ``seq2seq fit`` with the same budget (``--minutes`` of
+For each recipe (default: every recipe of ``<pair>`` in ``configs/multi30k/recipes.yaml``: the
+attention variants and the Transformer, each run as its --config files compose it) this runs
+``seq2seq fit`` with the same budget (``--minutes`` of
 wall-clock time per config, given to Lightning as ``--trainer.max_time``, and/or
 ``--epochs``), then scores on test_2016_flickr with ``seq2seq evaluate --json --beam 5``
 (which also reports its decoding speed) the best checkpoint, or, for a config that keeps
@@ -39,11 +40,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
 from seq2seq.text_lines import read_lines
 
+RECIPES = Path("configs/multi30k/recipes.yaml")  # recipe name -> its --config files, by pair
 BASELINE = "bahdanau"  # every variant is tested against it
 TRANSFORMER = "transformer"
 SEQ2SEQ = [sys.executable, "-m", "seq2seq.cli"]
@@ -63,6 +66,20 @@ def best_by_literature_bleu(
     """The Transformer configs' (or the RNNs') result with the highest literature BLEU."""
     rows = [r for r in results if is_transformer(r["name"]) == transformers]
     return max(rows, key=lambda r: r["bleu_literature"] or 0) if rows else None
+
+
+def recipe_configs(pair: str, root: Path = Path()) -> dict[str, list[Path]]:
+    """Every Multi30k recipe of ``pair``: its name and its --config files, in order."""
+    index = yaml.safe_load((root / RECIPES).read_text(encoding="utf-8"))
+    return {
+        name: [root / RECIPES.parent / path for path in files]
+        for name, files in index.get(pair, {}).items()
+    }
+
+
+def config_arguments(configs: list[Path]) -> list[str]:
+    """``--config A --config B ...``: the files merged in order, later ones winning."""
+    return [arg for path in configs for arg in ("--config", str(path))]
 
 
 def run(command: list[str], stdout: Path, stderr: Path) -> dict[str, float]:
@@ -168,7 +185,7 @@ def train(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     run_dir = folder / "run"
     shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted fit starts over
     command = [
-        *SEQ2SEQ, "fit", "--config", str(args.config_dir / f"{name}.yaml"),
+        *SEQ2SEQ, "fit", *config_arguments(args.recipes[name]),
         "--data.source", str(args.data), "--trainer.default_root_dir", str(run_dir),
         "--trainer.enable_progress_bar", "false",
     ]  # fmt: skip
@@ -367,8 +384,10 @@ def write_table(
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pair", default="en-de", help="language pair: configs/multi30k/<pair>")
-    parser.add_argument("--configs", nargs="+", metavar="NAME", help="default: every config")
+    parser.add_argument("--pair", default="en-de", help="language pair of configs/multi30k")
+    parser.add_argument(
+        "--configs", nargs="+", metavar="NAME", help="recipes of recipes.yaml (default: every one)"
+    )
     parser.add_argument("--data", type=Path, default=Path("data/multi30k"), help="Multi30k folder")
     parser.add_argument("--out", type=Path, help="default: runs/bench/quality-<pair>")
     parser.add_argument("--bootstrap-samples", type=int, default=1000)
@@ -394,13 +413,13 @@ def parse_args() -> argparse.Namespace:
         parser.error("give a budget: --minutes and/or --epochs (or --smoke)")
     if not (args.data / f"{TEST_SPLIT}.en.gz").exists():
         parser.error(f"no Multi30k corpus in {args.data} (run `make multi30k` or pass --data)")
-    args.config_dir = Path("configs/multi30k") / args.pair
-    available = sorted(path.stem for path in args.config_dir.glob("*.yaml"))
+    args.recipes = recipe_configs(args.pair)
+    available = sorted(args.recipes)
     if not available:
-        parser.error(f"no configs in {args.config_dir}")
+        parser.error(f"no {args.pair} recipes in {RECIPES}")
     unknown = sorted(set(args.configs or []) - set(available))
     if unknown:
-        parser.error(f"no config {', '.join(unknown)} in {args.config_dir} (has: {available})")
+        parser.error(f"no {args.pair} recipe {', '.join(unknown)} in {RECIPES} (has: {available})")
     adopted = dict(item.partition("=")[::2] for item in args.adopt)
     for name, run_dir in adopted.items():
         if name not in available or not run_dir or not Path(run_dir).is_dir():

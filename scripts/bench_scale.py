@@ -10,7 +10,7 @@
    gives the rise over the process's RSS just before the step (model and optimiser built).
 
 The time of one decoding step against source length is scripts/bench_attention_step.py.
-Both models have the reference sizes of configs/multi30k/en-de (Transformer 3+3 layers,
+Both models have the reference sizes of the configs/multi30k recipes (Transformer 3+3 layers,
 d 256, 4 heads, ff 1024; bi-GRU 256 encoder, GRU 256 decoder, additive attention).
 Resumable: points already in ``<out>/scale.json`` are not measured again.
 
@@ -45,7 +45,7 @@ MODELS = ("transformer", "bahdanau")
 
 
 def build(name: str, vocab: VocabSpec) -> EncoderDecoder:
-    """The reference size of configs/multi30k/en-de/<name>.yaml, with the dropout these
+    """The reference size of the <name> recipe of configs/multi30k, with the dropout these
     figures were measured with (the Transformer's config has since moved to 0.3)."""
     if name == "transformer":
         return Transformer(vocab, **SIZE, dropout=0.2)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from test_recipes import printed_config, recipe_files
 from tiny_run import run_seq2seq
 
 from seq2seq.checkpoint_io import SafeCheckpointIO
@@ -25,10 +26,12 @@ REPO = Path(__file__).resolve().parents[1]
 EPOCHS = 3
 
 
-def shipped_copy(folder: Path, corpus: Path, shipped: str = "multi30k/en-de/bahdanau.yaml") -> Path:
-    """A shipped config as it is (checkpoint block included), pointed at the tiny corpus
-    with small sizes, and its run root inside ``folder``."""
-    settings = yaml.safe_load((REPO / "configs" / shipped).read_text())
+def shipped_copy(
+    folder: Path, corpus: Path, recipe: tuple[str, str] = ("en-de", "bahdanau")
+) -> Path:
+    """A shipped recipe as its config files compose it (checkpoint block included), pointed
+    at the tiny corpus with small sizes, and its run root inside ``folder``."""
+    settings = printed_config(recipe_files(*recipe))
     settings["seed_everything"] = 7
     trainer = settings["trainer"]
     trainer.pop("max_time", None)

@@ -1,4 +1,5 @@
-"""`seq2seq fit --trainer.fast_dev_run 1`, Lightning's smoke test, with every shipped config."""
+"""`seq2seq fit --trainer.fast_dev_run 1`, Lightning's smoke test, with every shipped config:
+each Multi30k recipe as its --config files compose it, the demo and the WMT14 recipe."""
 
 from __future__ import annotations
 
@@ -7,13 +8,20 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_recipes import COMPOSITIONS, recipe_files
 
 from seq2seq.cli import main
 
 pytestmark = pytest.mark.slow  # a fit of every shipped config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted((REPO_ROOT / "configs").rglob("*.yaml"))
+SINGLE_FILES = [
+    REPO_ROOT / "configs" / "demo.yaml",
+    REPO_ROOT / "configs/wmt14/en-de/transformer-base.yaml",
+]
+SHIPPED = {path.stem: [path] for path in SINGLE_FILES} | {
+    f"{name}@{pair}": recipe_files(pair, name) for pair, name in COMPOSITIONS
+}
 
 
 def tiny_data(corpus: Path, cache: Path) -> list[str]:
@@ -35,17 +43,24 @@ def tiny_data(corpus: Path, cache: Path) -> list[str]:
     return [arg for key, value in data.items() for arg in (f"--data.{key}", value)]
 
 
-@pytest.mark.parametrize("config", SHIPPED, ids=lambda path: path.stem + "@" + path.parent.name)
+def uses_cosine(files: list[Path]) -> bool:
+    """Whether the last of ``files`` that names a schedule names the cosine."""
+    schedules = [
+        yaml.safe_load(path.read_text()).get("model", {}).get("schedule") for path in files
+    ]
+    return [schedule for schedule in schedules if schedule][-1:] == ["cosine"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_fast_dev_run_works_with_every_shipped_config(
-    config: Path, trained_run: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    name: str, trained_run: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="seq2seq")
     one_cpu = ["--trainer.accelerator", "cpu", "--trainer.devices", "1"]
     main(
         [
             "fit",
-            "--config",
-            str(config),
+            *(arg for path in SHIPPED[name] for arg in ("--config", str(path))),
             *tiny_data(trained_run["corpus"], trained_run["root"] / "smoke-cache"),
             *one_cpu,
             "--trainer.strategy",
@@ -57,5 +72,4 @@ def test_fast_dev_run_works_with_every_shipped_config(
         ]
     )
     notes = [r.getMessage() for r in caplog.records if "the cosine schedule warms up" in r.msg]
-    cosine = yaml.safe_load(config.read_text())["model"].get("schedule") == "cosine"
-    assert len(notes) == cosine  # one line where the schedule had to adapt
+    assert len(notes) == uses_cosine(SHIPPED[name])  # one line where the schedule had to adapt

@@ -1,0 +1,228 @@
+"""The Multi30k recipes as users run them: `seq2seq fit --config base --config recipe [...]`
+for every composition of configs/multi30k/recipes.yaml. Each parses (through the CLI's own
+`--print_config`), builds a model that translates, keeps its own run folder, and differs
+from the recipe it is compared with only where it means to (so a comparison is fair)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+import torch
+import yaml
+
+from seq2seq.checkpoint import build_model
+from seq2seq.cli import main
+from seq2seq.model import VocabSpec
+from seq2seq.search import SearchSettings, translate_batch
+
+MULTI30K = Path(__file__).resolve().parents[1] / "configs" / "multi30k"
+RECIPES: dict[str, dict[str, list[str]]] = yaml.safe_load(
+    (MULTI30K / "recipes.yaml").read_text(encoding="utf-8")
+)
+COMPOSITIONS = [(pair, name) for pair, recipes in RECIPES.items() for name in recipes]
+ATTENTION_VARIANTS = [
+    "luong-dot",
+    "luong-general",
+    "luong-concat",
+    "luong-location",
+    "luong-local-m",
+    "luong-local-p",
+    "rnn-dot-product",
+    "rnn-multihead",
+]
+# What an attention variant may change against bahdanau: the attention block, the decoder
+# style (Luong's variants use his decoder with input feeding) and the encoder's output size
+# (dot-type scores); and its run folder.
+MAY_DIFFER = ("attention", "style", "input_feeding", "encoder_output")
+VOCAB = VocabSpec(src_size=50, tgt_size=40, pad_id=0, bos_id=2, eos_id=3, joint=False)
+
+
+def recipe_files(pair: str, name: str) -> list[Path]:
+    """The --config files of a recipe, in order."""
+    return [MULTI30K / path for path in RECIPES[pair][name]]
+
+
+def printed_config(files: list[Path]) -> dict[str, Any]:
+    """`seq2seq fit --config F1 --config F2 ... --print_config`: the config a run would use."""
+    printed = io.StringIO()
+    with (
+        mock.patch.object(sys, "argv", ["seq2seq"]),  # not pytest's arguments
+        contextlib.redirect_stdout(printed),
+        pytest.raises(SystemExit) as exit_,
+    ):
+        main(["fit", *(arg for path in files for arg in ("--config", str(path))), "--print_config"])
+    assert exit_.value.code in (0, None)
+    return yaml.safe_load(printed.getvalue())
+
+
+@pytest.fixture(scope="module")
+def effective() -> dict[tuple[str, str], dict[str, Any]]:
+    """Every recipe's merged config, parsed once for the whole module."""
+    return {(pair, name): printed_config(recipe_files(pair, name)) for pair, name in COMPOSITIONS}
+
+
+def without(config: dict[str, Any], *dotted: str) -> dict[str, Any]:
+    """A copy of ``config`` without the keys ``dotted`` names (``model.lr``...)."""
+    config = yaml.safe_load(yaml.safe_dump(config))
+    for key in dotted:
+        *parents, last = key.split(".")
+        node = config
+        for parent in parents:
+            node = node[parent]
+        node.pop(last)
+    return config
+
+
+def test_every_config_file_belongs_to_a_recipe_that_starts_from_a_base() -> None:
+    shipped = {str(p.relative_to(MULTI30K)) for p in MULTI30K.rglob("*.yaml")} - {"recipes.yaml"}
+    used = {path for recipes in RECIPES.values() for files in recipes.values() for path in files}
+    assert used == shipped
+    for pair, name in COMPOSITIONS:
+        first, *rest = RECIPES[pair][name]
+        assert first in ("base/rnn.yaml", "base/transformer.yaml") and 1 <= len(rest) <= 2
+        assert all(path.startswith(f"{pair}/") for path in rest), (pair, name)
+
+
+def test_the_bases_name_no_attention() -> None:
+    """A recipe's attention is its own: a base naming one would hand its init_args to the
+    recipe's attention class where the two share a name (see the next test)."""
+    for base in ("rnn", "transformer"):
+        model = yaml.safe_load((MULTI30K / "base" / f"{base}.yaml").read_text())["model"]
+        assert "attention" not in model["model"]["init_args"]
+
+
+def test_a_later_class_path_keeps_the_init_args_the_new_class_shares(tmp_path: Path) -> None:
+    """jsonargparse's merge, as configs/README.md describes it: a later file that names
+    another attention class keeps the earlier class's init_args that the new one takes
+    (hidden_size) and drops the others (dropout: LuongAttention has none)."""
+    additive = tmp_path / "additive.yaml"
+    additive.write_text(
+        "model: {model: {init_args: {attention: {class_path: seq2seq.attention.AdditiveAttention,"
+        " init_args: {hidden_size: 128, dropout: 0.1}}}}}"
+    )
+    luong = tmp_path / "luong.yaml"
+    luong.write_text(
+        "model: {model: {init_args: {attention: {class_path: seq2seq.attention.LuongAttention,"
+        " init_args: {score: general}}}}}"
+    )
+    files = [*recipe_files("en-de", "bahdanau"), additive, luong]
+    attention = printed_config(files)["model"]["model"]["init_args"]["attention"]
+    assert attention == {
+        "class_path": "seq2seq.attention.LuongAttention",
+        "init_args": {"score": "general", "hidden_size": 128},
+    }
+
+
+@pytest.mark.parametrize(("pair", "name"), COMPOSITIONS, ids=lambda part: part)
+def test_recipe_builds_a_model_that_translates(
+    pair: str, name: str, effective: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    config = effective[pair, name]
+    torch.manual_seed(0)
+    model = build_model(config, VOCAB).eval()
+    src, src_lens = torch.randint(4, 50, (2, 6)), torch.tensor([6, 3])
+    logits, attn = model(src, src_lens, torch.randint(4, 40, (2, 5)))
+    assert logits.shape == (2, 5, VOCAB.tgt_size)
+    assert attn is not None and attn.shape[0] == 2 and attn.shape[-2:] == (5, 6)
+    assert (attn[1, ..., 3:] == 0).all()  # padding gets no attention
+    task = config["model"]
+    search = SearchSettings(beam_size=task["test_beam_size"], length_penalty=task["length_penalty"])
+    translations = translate_batch(model, src, src_lens, search)
+    assert [len(sentence) for sentence in translations] == [1, 1]
+    assert all(0 < len(h.tokens) <= 19 for [h] in translations)  # 1.5 * 6 + 10 at most
+
+
+def test_every_recipe_has_its_own_run_folder_and_its_pair(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    for (pair, name), config in effective.items():
+        assert config["trainer"]["default_root_dir"] == f"runs/multi30k-{pair}-{name}"
+        source, target = pair.split("-")
+        assert (config["data"]["src_lang"], config["data"]["tgt_lang"]) == (source, target)
+
+
+def test_luong_variants_use_the_luong_decoder_with_input_feeding(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    for (_, name), config in effective.items():
+        args = config["model"]["model"]["init_args"]
+        if name.startswith("luong-"):
+            assert args["style"] == "luong" and args["input_feeding"] is True, name
+        elif name.startswith(("bahdanau", "rnn-")):
+            assert args["style"] == "bahdanau", name
+
+
+@pytest.mark.parametrize("name", ATTENTION_VARIANTS)
+def test_attention_variant_differs_from_bahdanau_only_in_its_variant(
+    name: str, effective: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    variable = ["trainer.default_root_dir", *(f"model.model.init_args.{k}" for k in MAY_DIFFER)]
+    variant, bahdanau = effective["en-de", name], effective["en-de", "bahdanau"]
+    assert without(variant, *variable) == without(bahdanau, *variable)
+
+
+def test_the_hour_recipe_changes_only_the_schedule_and_budget_of_luong_concat(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """luong-concat-hour is luong-concat with a cosine schedule fitted to an hour, more
+    patience, and its last epochs kept for averaging: the model is the same."""
+    hour, base = effective["en-de", "luong-concat-hour"], effective["en-de", "luong-concat"]
+    assert (hour["model"]["schedule"], base["model"]["schedule"]) == ("cosine", "inverse_sqrt")
+    assert hour["trainer"]["max_time"] == "00:01:00:00"
+    [recent] = hour["trainer"]["callbacks"]
+    assert recent["init_args"]["monitor"] == "epoch" and recent["init_args"]["save_top_k"] == 5
+    budget = ["model.schedule", "early_stopping.patience"]
+    budget += [f"trainer.{key}" for key in ("max_epochs", "max_time", "default_root_dir")]
+    budget += ["trainer.callbacks"]
+    assert without(hour, *budget) == without(base, *budget)
+
+
+def test_the_best_rnn_changes_only_text_case_learning_rate_and_search_of_the_hour_one(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """luong-concat-lowercase trains luong-concat-hour's model for the same hour on
+    lowercased text, with a higher peak after a longer warm-up, a length penalty of 1.5,
+    and follows the lowercased BLEU it is scored with."""
+    best, hour = (
+        effective["en-de", "luong-concat-lowercase"],
+        effective["en-de", "luong-concat-hour"],
+    )
+    assert (best["data"]["lowercase"], hour["data"]["lowercase"]) == (True, False)
+    assert (
+        best["checkpoint"]["monitor"] == best["early_stopping"]["monitor"] == "val_bleu_literature"
+    )
+    assert (best["model"]["lr"], best["model"]["warmup_steps"]) == (0.002, 1000)
+    assert best["model"]["length_penalty"] == 1.5
+    changes = ["data.lowercase", "trainer.default_root_dir", "early_stopping.monitor"]
+    changes += ["checkpoint.monitor", "checkpoint.filename"]
+    changes += ["model.lr", "model.warmup_steps", "model.length_penalty"]
+    assert without(best, *changes) == without(hour, *changes)
+
+
+@pytest.mark.parametrize("name", ["transformer-lowercase", "luong-concat-lowercase"])
+def test_a_lowercased_recipe_follows_the_literature_bleu_it_is_scored_with(
+    name: str, effective: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    config = effective["en-de", name]
+    assert config["data"]["lowercase"] is True
+    assert config["checkpoint"]["monitor"] == config["early_stopping"]["monitor"]
+    assert config["checkpoint"]["monitor"] == "val_bleu_literature"
+    assert "val_bleu_literature" in config["checkpoint"]["filename"]
+
+
+@pytest.mark.parametrize(
+    ("name", "also"), [("bahdanau", []), ("transformer", ["model.length_penalty"])]
+)
+def test_the_en_fr_recipe_is_the_en_de_one_on_french_targets(
+    name: str, also: list[str], effective: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    """En-Fr keeps the En-De recipe (tuned on En-De val) but the length penalty the
+    En-De Transformer chose on its own val set."""
+    differ = ["data.tgt_lang", "trainer.default_root_dir", *also]
+    assert without(effective["en-fr", name], *differ) == without(effective["en-de", name], *differ)
