@@ -109,14 +109,14 @@ def test_batcher_gathers_requests_and_groups_them_by_search():
                 batcher.submit("a", [1, 2], size=2),
                 batcher.submit("b", [3], size=2),
                 batcher.submit("a", [4], size=2),
-            ), batcher.batches
+            ), (batcher.batches, batcher.sentences)
         finally:
             await batcher.stop()
 
-    outputs, batches = asyncio.run(asyncio.wait_for(main(), 60))
+    outputs, (batches, sentences) = asyncio.run(asyncio.wait_for(main(), TIMEOUT_S))
     assert outputs == [["a:1", "a:2"], ["b:3"], ["a:4"]]
     assert calls == [("a", [1, 2, 4]), ("b", [3])]
-    assert batches == 1
+    assert (batches, sentences) == (1, 4)
 
 
 def test_a_failing_search_fails_its_requests_only():
@@ -139,6 +139,6 @@ def test_a_failing_search_fails_its_requests_only():
         finally:
             await batcher.stop()
 
-    (failed, answered), later = asyncio.run(asyncio.wait_for(main(), 60))
+    (failed, answered), later = asyncio.run(asyncio.wait_for(main(), TIMEOUT_S))
     assert isinstance(failed, RuntimeError) and answered == ["y"]
     assert later == ["z"]
