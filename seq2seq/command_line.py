@@ -183,8 +183,9 @@ def _add_serve_command(commands: Any, runs: Mapping[str, Run]) -> None:
     _add_search_options(p, beam=5)  # --beam: a request's beam when it names none
     add_option(p, "--host", default="127.0.0.1", help="address to listen on")
     add_option(p, "--port", type=Number(int, 1, 65535), default=8000, help="port to listen on")
-    add_option(p, "--batch-wait-ms", type=Number(float, 0, 1000), default=5.0,
-               help="how long a batch waits for more requests (up to --max-tokens)")  # fmt: skip
+    add_option(p, "--batch-wait-ms", type=Number(float, 0, 1000), default=50.0,
+               help="the longest a batch waits for as many requests as were lately in flight "
+               "(up to --max-tokens); a lone client does not wait")  # fmt: skip
     add_option(p, "--max-beam", type=Number(int, 1, 64), default=16,
                help="the largest beam (and n_best) a request may ask for")  # fmt: skip
     add_option(p, "--max-sentences", type=Number(int, 1), default=64,

@@ -1,9 +1,8 @@
 """`seq2seq serve`: the server run as a real process on a free port of 127.0.0.1 and asked
-over HTTP; and its dynamic batcher on its own, with a stand-in for the model."""
+over HTTP (its dynamic batcher on its own: test_batcher.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import math
@@ -25,7 +24,6 @@ from tiny_run import run_seq2seq
 
 import seq2seq
 from seq2seq.inspection.words import words
-from seq2seq.serve.batcher import Batcher
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 needs_serve_extra = pytest.mark.skipif(
@@ -137,7 +135,8 @@ def test_health(server, trained_run):
     assert (answer["src_lang"], answer["tgt_lang"]) == ("en", "de")
     before = answer["batches"]
     assert request(server.url + "/translate", {"text": ["one"]})[0] == 200
-    assert request(server.url + "/health")[1]["batches"] == before + 1
+    after = request(server.url + "/health")[1]
+    assert after["batches"] == before + 1 and after["sentences_per_batch"] >= 1
 
 
 def _lines(trained_run, n: int) -> list[str]:
@@ -277,18 +276,18 @@ def _wait_for_in_flight(server: Server, count: int) -> None:
 
 @needs_serve_extra
 def test_sigterm_answers_the_request_in_flight_then_exits_0(trained_run, tmp_path):
-    """A batch waits 1 s for company, so the first request is in flight while a second one
-    is refused (--max-concurrent 1) and SIGTERM arrives; it is answered all the same."""
-    running = Server(
-        trained_run["ckpt"], tmp_path / "server.log", "--batch-wait-ms", "1000",
-        "--max-concurrent", "1",
-    )  # fmt: skip
+    """The first request is long (64 sentences of 1000 characters, beam 16), so it is still
+    being translated while a second one is refused (--max-concurrent 1) and SIGTERM
+    arrives; it is answered all the same."""
+    running = Server(trained_run["ckpt"], tmp_path / "server.log", "--max-concurrent", "1")
     try:
         running.wait_until_up()
         answers: list[tuple[int, dict]] = []
+        sentence = " ".join(_lines(trained_run, 100))[:1000]
+        long = {"text": [sentence] * 64, "beam": 16}
         body = {"text": _lines(trained_run, 1)}
         first = threading.Thread(
-            target=lambda: answers.append(request(running.url + "/translate", body))
+            target=lambda: answers.append(request(running.url + "/translate", long))
         )
         first.start()
         _wait_for_in_flight(running, 1)
@@ -298,61 +297,9 @@ def test_sigterm_answers_the_request_in_flight_then_exits_0(trained_run, tmp_pat
         first.join(timeout=REQUEST_SECONDS)
         assert running.process.wait(timeout=REQUEST_SECONDS) == 0, running.log.read_text()
         assert len(answers) == 1 and answers[0][0] == 200
-        assert answers[0][1]["results"][0]["source"] == body["text"][0]
+        assert answers[0][1]["results"][0]["source"] == sentence
     finally:
         running.stop()
-
-
-def test_batcher_gathers_requests_and_groups_them_by_search():
-    """Three requests arrive together: one batch (the token budget is reached, so no
-    waiting), two searches (keys a and b), each request its own outputs, in order."""
-    calls = []
-
-    def run(key, items):
-        calls.append((key, list(items)))
-        return [f"{key}:{item}" for item in items]
-
-    async def main():
-        batcher = Batcher(run, max_tokens=6, wait_s=600)
-        batcher.start()
-        try:
-            return await asyncio.gather(
-                batcher.submit("a", [1, 2], size=2),
-                batcher.submit("b", [3], size=2),
-                batcher.submit("a", [4], size=2),
-            ), batcher.batches
-        finally:
-            await batcher.stop()
-
-    outputs, batches = asyncio.run(asyncio.wait_for(main(), 60))
-    assert outputs == [["a:1", "a:2"], ["b:3"], ["a:4"]]
-    assert calls == [("a", [1, 2, 4]), ("b", [3])]
-    assert batches == 1
-
-
-def test_a_failing_search_fails_its_requests_only():
-    def run(key, items):
-        if key == "bad":
-            raise RuntimeError("out of memory")
-        return items
-
-    async def main():
-        batcher = Batcher(run, max_tokens=4, wait_s=600)
-        batcher.start()
-        try:
-            first = await asyncio.gather(
-                batcher.submit("bad", ["x"], size=2),
-                batcher.submit("good", ["y"], size=2),
-                return_exceptions=True,
-            )
-            later = await batcher.submit("good", ["z"], size=4)  # the batcher goes on
-            return first, later
-        finally:
-            await batcher.stop()
-
-    (failed, answered), later = asyncio.run(asyncio.wait_for(main(), 60))
-    assert isinstance(failed, RuntimeError) and answered == ["y"]
-    assert later == ["z"]
 
 
 @needs_serve_extra

@@ -138,6 +138,7 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
             tgt_lang=trained.tgt_lang,
             in_flight=in_flight,
             batches=batcher.batches,
+            sentences_per_batch=round(batcher.sentences / max(batcher.batches, 1), 2),
         )
 
     return app

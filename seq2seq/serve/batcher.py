@@ -1,12 +1,22 @@
 """Dynamic batching: requests that arrive together are translated together.
 
 Each request is submitted as a piece of ``Work`` (its items, their size in source pieces,
-and a key naming the search it needs). One asyncio task takes the first waiting work, then
-gathers more until the batch holds ``max_tokens`` source pieces or ``wait_s`` has passed,
-groups it by key (a beam of 5 and a greedy search cannot share one search), and hands
-each group to ``run`` on a single worker thread that owns the model, so the event loop
-keeps accepting requests meanwhile. Every request gets exactly its own items' outputs, or
-the exception its group raised; a failing group never stops the loop.
+and a key naming the search it needs). One asyncio task takes the first waiting work and
+everything else waiting, up to ``max_tokens`` source pieces; then, if fewer requests than
+are expected have come, it waits for the rest, at most ``wait_s``. It groups the batch by
+key (a beam of 5 and a greedy search cannot share one search), and hands each group to
+``run`` on a single worker thread that owns the model, so the event loop keeps accepting
+requests meanwhile. Every request gets exactly its own items' outputs, or the exception
+its group raised; a failing group never stops the loop.
+
+How many requests to expect is the most that were in flight (submitted, not yet answered)
+at once since the previous batch was gathered: the clients active lately. A lone client
+is then served at once, without waiting; and clients that each wait for their answer
+before sending again, whose requests come back a few milliseconds after their batch ends,
+are gathered into one batch instead of splitting into cohorts that alternate (one being
+searched while the other queues, and taken alone as soon as the search ends). When
+clients leave, one batch waits ``wait_s`` in vain, and the expectation falls to the load
+that is left.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ class Batcher:
         run: translates one group's items (all with the same key), on the worker thread.
         max_tokens: stop gathering once a batch holds this many source pieces (a request
             larger than that is a batch alone; ``run`` splits it further).
-        wait_s: how long to wait for more work after the first arrives.
+        wait_s: the longest a batch waits for the requests it expects.
     """
 
     def __init__(self, run: Run, max_tokens: int, wait_s: float):
@@ -48,7 +58,10 @@ class Batcher:
         self._queue: asyncio.Queue[Work] = asyncio.Queue()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seq2seq-model")
         self._task: asyncio.Task | None = None
-        self.batches = 0  # batches run so far (for tests and logs)
+        self._in_flight = 0  # requests submitted and not yet answered
+        self._peak = 0  # the most in flight at once since the last batch was gathered
+        self.batches = 0  # batches run so far (for /health, tests and logs)
+        self.sentences = 0  # items in those batches
 
     def start(self) -> None:
         """Start gathering (inside the running event loop)."""
@@ -65,23 +78,31 @@ class Batcher:
     async def submit(self, key: Hashable, items: list[Any], size: int) -> list[Any]:
         """The outputs of ``items`` (one each, in order), once a batch has run them."""
         future = asyncio.get_running_loop().create_future()
-        await self._queue.put(Work(key, items, size, future))
+        self._in_flight += 1
+        self._peak = max(self._peak, self._in_flight)
+        self._queue.put_nowait(Work(key, items, size, future))
         return await future
 
     async def _gather_forever(self) -> None:
         while True:
             batch = await self._gather()
             self.batches += 1
+            self.sentences += sum(len(work.items) for work in batch)
             for key, group in _by_key(batch).items():
                 await self._run_group(key, group)
 
     async def _gather(self) -> list[Work]:
-        """The next batch: the first work to come, and what follows within the wait."""
+        """The next batch: the first work to come, all that waits with it, and what follows
+        within the wait until as many requests as were lately in flight at once are in."""
         batch = [await self._queue.get()]
+        expected = self._peak
+        self._peak = self._in_flight  # the next batch expects what comes from now on
         tokens = batch[0].size
         deadline = asyncio.get_running_loop().time() + self._wait_s
         while tokens < self._max_tokens:
             if self._queue.empty():
+                if len(batch) >= expected:
+                    break
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     break
@@ -106,6 +127,8 @@ class Batcher:
                 if not work.future.done():
                     work.future.set_exception(error)
             return
+        finally:
+            self._in_flight -= len(group)
         start = 0
         for work in group:
             end = start + len(work.items)

@@ -116,3 +116,4 @@ class Health(BaseModel):
     tgt_lang: str | None
     in_flight: int = Field(description="/translate requests being answered now")
     batches: int = Field(description="batches the dynamic batcher has run so far")
+    sentences_per_batch: float = Field(description="sentences per batch so far, on average")
