@@ -19,7 +19,7 @@ from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveCon
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from seq2seq.checkpoint import read_checkpoint
-from seq2seq.cli_help import DESCRIPTION, TRAINING_COMMANDS, print_usage_error
+from seq2seq.command_line import DESCRIPTION, TRAINING_COMMANDS, print_usage_error
 from seq2seq.data import TranslationDataModule
 from seq2seq.distributed import bound_collective_waits
 from seq2seq.fit_summary import FitSummary

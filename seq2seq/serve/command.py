@@ -6,20 +6,43 @@ says in one line which package of the ``serve`` extra is missing.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from seq2seq.checkpoint import Trained, check_checkpoint_path
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import Seq2SeqError
 from seq2seq.search import SearchSettings
 
+if TYPE_CHECKING:
+    from seq2seq.commands import DecodeOptions
+
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
 
 
-def start_server(args: argparse.Namespace, search: Callable[[Trained], SearchSettings]) -> None:
-    """Serve ``args.ckpt`` on ``args.host``:``args.port`` until SIGTERM; ``search`` gives
-    the search settings for the loaded model (a request sets its beam and n-best)."""
+@dataclass(frozen=True)
+class ServeLimits:
+    """What one request may ask for, and how requests are batched (`seq2seq serve --help`)."""
+
+    batch_wait_ms: float
+    max_beam: int
+    max_sentences: int
+    max_chars: int
+    max_concurrent: int
+
+
+def start_server(
+    ckpts: list[str],
+    decode: DecodeOptions,
+    limits: ServeLimits,
+    host: str,
+    port: int,
+    search: Callable[[Trained], SearchSettings],
+) -> None:
+    """Serve ``ckpts`` (one model or an ensemble) on ``host``:``port`` until SIGTERM;
+    ``search`` gives the search settings for the loaded model (a request sets its beam and
+    n-best)."""
     try:
         from seq2seq.serve.app import ServerOptions, serve_forever
         from seq2seq.serve.engine import Engine
@@ -31,12 +54,14 @@ def start_server(args: argparse.Namespace, search: Callable[[Trained], SearchSet
             f"seq2seq serve needs the serve extra ({error.name} is not installed): "
             "pip install 'seq2seq[serve]'"
         ) from None
-    for ckpt in args.ckpt:
+    for ckpt in ckpts:
         check_checkpoint_path(ckpt)
-    if args.beam > args.max_beam:
-        raise Seq2SeqError(f"--beam {args.beam} is more than --max-beam {args.max_beam}")
-    trained = load_ensemble(args.ckpt)  # once, before the port is opened
-    engine = Engine(trained, search(trained), args.max_tokens, args.max_source_len)
-    limits = Limits(args.max_sentences, args.max_chars, args.max_beam, args.beam)
-    options = ServerOptions(limits, args.max_concurrent, args.batch_wait_ms / 1000, args.ckpt)
-    serve_forever(engine, options, args.host, args.port)
+    if decode.beam > limits.max_beam:
+        raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {limits.max_beam}")
+    trained = load_ensemble(ckpts)  # once, before the port is opened
+    engine = Engine(trained, search(trained), decode.max_tokens, decode.max_source_len)
+    request_limits = Limits(limits.max_sentences, limits.max_chars, limits.max_beam, decode.beam)
+    options = ServerOptions(
+        request_limits, limits.max_concurrent, limits.batch_wait_ms / 1000, ckpts
+    )
+    serve_forever(engine, options, host, port)
