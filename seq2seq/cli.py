@@ -2,9 +2,9 @@
 
 ``seq2seq fit|validate|test --config C`` is Lightning's CLI (``training_cli.py``), imported
 only for those commands; the other commands are the functions marked ``@command`` in
-``commands.py`` and ``attention_commands.py``, read by jsonargparse (``command_line.py``)
-and run without the training stack. A mistake in the user's input ends with one line on
-stderr and exit status 1 (2 for the command line), not a traceback.
+``commands.py``, ``attention_commands.py`` and ``serve/command.py``, read by jsonargparse
+(``command_line.py``) and run without the training stack. A mistake in the user's input
+ends with one line on stderr and exit status 1 (2 for the command line), not a traceback.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from jsonargparse import ArgumentParser
 
 import seq2seq.attention_commands  # noqa: F401  (its @command functions)
 import seq2seq.commands  # noqa: F401  (its @command functions)
+import seq2seq.serve.command  # noqa: F401  (its @command function)
 from seq2seq.allocator import keep_freed_memory
 from seq2seq.command_line import (
     COMMANDS,

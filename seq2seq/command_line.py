@@ -18,6 +18,7 @@ import dataclasses
 import inspect
 import math
 import sys
+import types
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,7 +138,7 @@ class Range:
 
 def _unwrap(hint: Any) -> tuple[Any, Range | None]:
     """The type under ``X | None`` and ``Annotated[X, Range(...)]``, and the range."""
-    if get_origin(hint) in (Union, type(int | None)):
+    if get_origin(hint) in (Union, types.UnionType):  # Optional[X], X | None
         hint = next(arg for arg in get_args(hint) if arg is not type(None))
     if get_origin(hint) is Annotated:
         base, *metadata = get_args(hint)

@@ -1,12 +1,11 @@
 """The commands that translate, or write checkpoints and data: translate, evaluate, average,
-corpus, export and serve. Each function marked ``@command`` is a command of ``seq2seq`` (its
-name, dashes for underscores): its parameters are the command's options, its docstring
-their help (``command_line.py`` turns them into a parser).
+corpus and export (serve is ``serve/command.py``). Each function marked ``@command`` is a
+command of ``seq2seq`` (its name, dashes for underscores): its parameters are the
+command's options, its docstring their help (``command_line.py`` turns them into a parser).
 
 What only some commands need is imported by those commands: the scores (sacrebleu,
 sacremoses) by evaluate, the corpus generator (babel, num2words) by corpus, ctranslate2 by
-export and translate --ctranslate2, the web stack by serve; so that translate starts with
-little more than torch.
+export and translate --ctranslate2; so that translate starts with little more than torch.
 """
 
 from __future__ import annotations
@@ -130,7 +129,7 @@ def translate(
     if ckpt is None and ctranslate2 is None:
         raise UsageError("translate needs --ckpt or --ctranslate2")
     if ckpt is not None and ctranslate2 is not None:
-        raise UsageError("--ckpt and --ctranslate2 exclude each other: give one")
+        raise UsageError("--ckpt and --ctranslate2 exclude each other")
     if n_best > decode.beam:
         raise UsageError(
             f"argument --n-best: must be an integer in [1, --beam {decode.beam}], got {n_best}"
@@ -337,40 +336,3 @@ def export(
     check_output_folder(out)
     import_ctranslate2()  # before loading the checkpoint: a missing package fails fast
     print(export_ctranslate2(load_trained(ckpt), out, quantization))
-
-
-@command
-def serve(
-    ckpt: list[str],
-    decode: DecodeOptions = BEAM_SEARCH,
-    host: str = "127.0.0.1",
-    port: Annotated[int, Range(1, 65535)] = 8000,
-    batch_wait_ms: Annotated[float, Range(0, 1000)] = 5.0,
-    max_beam: Annotated[int, Range(1, 64)] = 16,
-    max_sentences: Annotated[int, Range(1)] = 64,
-    max_chars: Annotated[int, Range(1)] = 1000,
-    max_concurrent: Annotated[int, Range(1)] = 256,
-) -> None:
-    """Serve translations, alignments and attention over HTTP.
-
-    The model (or ensemble) is loaded once, POST /translate answers JSON requests
-    (translations, scores, word alignments, attention maps), requests that arrive together
-    are translated in one batch; GET /health, API documentation at /docs. SIGTERM answers
-    the requests in flight, then exits. Needs the `serve` extra (pip install
-    'seq2seq[serve]').
-
-    Args:
-        ckpt: checkpoint written by `seq2seq fit`; repeat it to serve an ensemble
-        decode: the search and its batches (--beam: a request's beam when it names none)
-        host: address to listen on
-        port: port to listen on
-        batch_wait_ms: how long a batch waits for more requests (up to --max-tokens)
-        max_beam: the largest beam (and n_best) a request may ask for
-        max_sentences: sentences per request
-        max_chars: characters per sentence
-        max_concurrent: requests in flight at once; more are refused (503)
-    """
-    from seq2seq.serve.command import ServeLimits, start_server  # FastAPI, uvicorn from here
-
-    limits = ServeLimits(batch_wait_ms, max_beam, max_sentences, max_chars, max_concurrent)
-    start_server(ckpt, decode, limits, host, port, lambda trained: search_settings(decode, trained))

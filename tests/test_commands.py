@@ -87,6 +87,24 @@ def test_each_option_out_of_range_is_one_line_before_any_work(
     )
 
 
+@pytest.mark.parametrize(
+    ("models", "error"),
+    [
+        ([], "translate needs --ckpt or --ctranslate2"),
+        (["--ckpt", "a", "--ctranslate2", "b"], "--ckpt and --ctranslate2 exclude each other"),
+    ],
+)
+def test_translate_takes_one_model_source_before_any_work(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    models: list[str],
+    error: str,
+) -> None:
+    monkeypatch.setattr("sys.stdin", UnreadableStdin())
+    status, line = one_line_error(capsys, "translate", *models)
+    assert (status, line) == (2, f"{error} (see seq2seq translate --help)")
+
+
 def test_output_into_a_missing_folder_is_refused_before_reading_input(
     trained_run: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
 ) -> None:

@@ -1,48 +1,53 @@
-"""What ``seq2seq serve`` runs: check the options, load the model once, serve it.
+"""``seq2seq serve``: check the options, load the model once, serve it.
 
-Importing this module imports neither FastAPI nor uvicorn; ``start_server`` does, and
-says in one line which package of the ``serve`` extra is missing.
+Importing this module imports neither FastAPI nor uvicorn; the command does, and says in
+one line which package of the ``serve`` extra is missing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Annotated
 
-from seq2seq.checkpoint import Trained, check_checkpoint_path
+from seq2seq.checkpoint import check_checkpoint_path
+from seq2seq.command_line import Range, command
+from seq2seq.commands import BEAM_SEARCH, DecodeOptions, search_settings
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import Seq2SeqError
-from seq2seq.search import SearchSettings
-
-if TYPE_CHECKING:
-    from seq2seq.commands import DecodeOptions
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
 
 
-@dataclass(frozen=True)
-class ServeLimits:
-    """What one request may ask for, and how requests are batched (`seq2seq serve --help`)."""
-
-    batch_wait_ms: float
-    max_beam: int
-    max_sentences: int
-    max_chars: int
-    max_concurrent: int
-
-
-def start_server(
-    ckpts: list[str],
-    decode: DecodeOptions,
-    limits: ServeLimits,
-    host: str,
-    port: int,
-    search: Callable[[Trained], SearchSettings],
+@command
+def serve(
+    ckpt: list[str],
+    decode: DecodeOptions = BEAM_SEARCH,
+    host: str = "127.0.0.1",
+    port: Annotated[int, Range(1, 65535)] = 8000,
+    batch_wait_ms: Annotated[float, Range(0, 1000)] = 5.0,
+    max_beam: Annotated[int, Range(1, 64)] = 16,
+    max_sentences: Annotated[int, Range(1)] = 64,
+    max_chars: Annotated[int, Range(1)] = 1000,
+    max_concurrent: Annotated[int, Range(1)] = 256,
 ) -> None:
-    """Serve ``ckpts`` (one model or an ensemble) on ``host``:``port`` until SIGTERM;
-    ``search`` gives the search settings for the loaded model (a request sets its beam and
-    n-best)."""
+    """Serve translations, alignments and attention over HTTP.
+
+    The model (or ensemble) is loaded once, POST /translate answers JSON requests
+    (translations, scores, word alignments, attention maps), requests that arrive together
+    are translated in one batch; GET /health, API documentation at /docs. SIGTERM answers
+    the requests in flight, then exits. Needs the `serve` extra (pip install
+    'seq2seq[serve]').
+
+    Args:
+        ckpt: checkpoint written by `seq2seq fit`; repeat it to serve an ensemble
+        decode: the search and its batches (--beam: a request's beam when it names none)
+        host: address to listen on
+        port: port to listen on
+        batch_wait_ms: how long a batch waits for more requests (up to --max-tokens)
+        max_beam: the largest beam (and n_best) a request may ask for
+        max_sentences: sentences per request
+        max_chars: characters per sentence
+        max_concurrent: requests in flight at once; more are refused (503)
+    """
     try:
         from seq2seq.serve.app import ServerOptions, serve_forever
         from seq2seq.serve.engine import Engine
@@ -54,14 +59,13 @@ def start_server(
             f"seq2seq serve needs the serve extra ({error.name} is not installed): "
             "pip install 'seq2seq[serve]'"
         ) from None
-    for ckpt in ckpts:
-        check_checkpoint_path(ckpt)
-    if decode.beam > limits.max_beam:
-        raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {limits.max_beam}")
-    trained = load_ensemble(ckpts)  # once, before the port is opened
-    engine = Engine(trained, search(trained), decode.max_tokens, decode.max_source_len)
-    request_limits = Limits(limits.max_sentences, limits.max_chars, limits.max_beam, decode.beam)
-    options = ServerOptions(
-        request_limits, limits.max_concurrent, limits.batch_wait_ms / 1000, ckpts
-    )
+    for path in ckpt:
+        check_checkpoint_path(path)
+    if decode.beam > max_beam:
+        raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {max_beam}")
+    trained = load_ensemble(ckpt)  # once, before the port is opened
+    engine = Engine(trained, search_settings(decode, trained), decode.max_tokens,
+                    decode.max_source_len)  # fmt: skip
+    limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
+    options = ServerOptions(limits, max_concurrent, batch_wait_ms / 1000, ckpt)
     serve_forever(engine, options, host, port)
