@@ -27,13 +27,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 from torch import Tensor, nn
 
 from seq2seq.checkpoint import Trained
-from seq2seq.command_line import CT2_QUANTIZATIONS
 from seq2seq.errors import OutputError, Seq2SeqError
 from seq2seq.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seq2seq.transformer import DecoderLayer, EncoderLayer, Transformer, sinusoidal_table
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
 POSITIONS = 1024  # rows of the exported position table: the longest source or output + 1
 DESCRIPTION = "seq2seq.json"  # what `translate --ctranslate2` reads besides CTranslate2's files
 DESCRIPTION_FORMAT = 2  # 2: the checkpoint's whole search (1: its length penalty only)
+Quantization = Literal["float32", "int8", "int8_float32", "bfloat16"]  # `export --quantization`
 JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL = "sentencepiece.model", "source.model", "target.model"
 
 
@@ -148,8 +148,8 @@ def export_ctranslate2(trained: Trained, out: str | Path, quantization: str = "f
             f"only Transformer checkpoints export to CTranslate2 (this one is a "
             f"{type(trained.model).__name__}; CTranslate2 has no RNN decoders)"
         )
-    if quantization not in CT2_QUANTIZATIONS:
-        raise Seq2SeqError(f"--quantization must be one of {', '.join(CT2_QUANTIZATIONS)}")
+    if quantization not in get_args(Quantization):
+        raise Seq2SeqError(f"--quantization must be one of {', '.join(get_args(Quantization))}")
     import_ctranslate2()
     vocab = trained.vocab
     spec = transformer_spec(trained.model)

@@ -19,7 +19,7 @@ from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveCon
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from seq2seq.checkpoint import read_checkpoint
-from seq2seq.cli_help import DESCRIPTION, TRAINING_COMMANDS, print_usage_error
+from seq2seq.command_line import DESCRIPTION, TRAINING_COMMANDS, print_usage_error
 from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.distributed import bound_collective_waits
 from seq2seq.fit_summary import FitSummary
@@ -128,11 +128,13 @@ class Seq2SeqCLI(LightningCLI):
             }
         )
 
-    def _parse_ckpt_path(self) -> None:
-        """Lightning reads ``--ckpt_path`` here with a bare torch.load; read it through
-        ``read_checkpoint`` first so that a bad file is a CheckpointError, not a traceback.
-        Before that, place the checkpoints in the run's own folder and turn ``last`` into
-        the newest last checkpoint there (or an error: there is nothing to resume)."""
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """The parsed config, with the checkpoints placed in the run's own folder and
+        ``--ckpt_path last`` turned into the newest last checkpoint there (or an error: there
+        is nothing to resume). A checkpoint to resume from is read through
+        ``read_checkpoint`` here, before Lightning reads it with a bare torch.load, so that
+        a bad file is a CheckpointError, not a traceback."""
+        super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         settings = self.config[subcommand] if subcommand else {}
         ckpt_path = settings.get("ckpt_path")
@@ -150,7 +152,6 @@ class Seq2SeqCLI(LightningCLI):
             step = read_checkpoint(ckpt_path).get("global_step")
             if subcommand == "fit":
                 print(f"seq2seq: resuming from {ckpt_path} at step {step}", file=sys.stderr)
-        super()._parse_ckpt_path()
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer; for ``fit``, with the checkpoint folder locked (by global rank 0,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import io
 import zipfile
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from seq2seq.cli import main
-from seq2seq.command_line import parse_command_line
-from seq2seq.commands import RUNS, _search
+from seq2seq.cli import build_parser, main
+from seq2seq.commands import DecodeOptions, search_settings
 from seq2seq.search import SearchSettings
 
 ERROR = "seq2seq: error: "
@@ -88,6 +88,24 @@ def test_each_option_out_of_range_is_one_line_before_any_work(
     assert (
         error == f"argument {option}: must be {accepted}, got {got} (see seq2seq {args[0]} --help)"
     )
+
+
+@pytest.mark.parametrize(
+    ("models", "error"),
+    [
+        ([], "translate needs --ckpt or --ctranslate2"),
+        (["--ckpt", "a", "--ctranslate2", "b"], "--ckpt and --ctranslate2 exclude each other"),
+    ],
+)
+def test_translate_takes_one_model_source_before_any_work(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    models: list[str],
+    error: str,
+) -> None:
+    monkeypatch.setattr("sys.stdin", UnreadableStdin())
+    status, line = one_line_error(capsys, "translate", *models)
+    assert (status, line) == (2, f"{error} (see seq2seq translate --help)")
 
 
 def test_output_into_a_missing_folder_is_refused_before_reading_input(
@@ -177,4 +195,7 @@ CONFIGURED = SearchSettings(beam_size=4, length_penalty=0.6, max_len_ratio=2.0, 
 def test_the_search_is_the_models_with_what_the_command_line_sets(args, search):
     """Every option but an unset --length-penalty has a default of the command's own, so
     that only the length penalty comes from the checkpoint unless given."""
-    assert _search(parse_command_line(args, RUNS), CONFIGURED) == search
+    parsed = build_parser().parse_args(args)
+    options = parsed[parsed.command].as_dict()
+    decode = DecodeOptions(**{field.name: options[field.name] for field in fields(DecodeOptions)})
+    assert search_settings(decode, CONFIGURED, options.get("n_best", 1)) == search

@@ -16,7 +16,7 @@ from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 import seq2seq
 from seq2seq.attention import Attention
 from seq2seq.cli import main
-from seq2seq.commands import COMMANDS
+from seq2seq.command_line import COMMANDS
 from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.model import EncoderDecoder
 from seq2seq.training_cli import Seq2SeqCLI

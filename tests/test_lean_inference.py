@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pytorch_lightning.cli import LightningCLI
 
-from seq2seq.cli_help import TRAINING_COMMANDS
+from seq2seq.command_line import TRAINING_COMMANDS
 from seq2seq.training_cli import Seq2SeqCLI
 
 TRAINING_STACK = ("pytorch_lightning", "lightning_fabric", "torchmetrics", "datasets")

@@ -1,25 +1,54 @@
-"""What ``seq2seq serve`` runs: check the options, load the model once, serve it.
+"""``seq2seq serve``: check the options, load the model once, serve it.
 
-Importing this module imports neither FastAPI nor uvicorn; ``start_server`` does, and
-says in one line which package of the ``serve`` extra is missing.
+Importing this module imports neither FastAPI nor uvicorn; the command does, and says in
+one line which package of the ``serve`` extra is missing.
 """
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
+from typing import Annotated
 
-from seq2seq.checkpoint import Trained, check_checkpoint_path
+from seq2seq.checkpoint import check_checkpoint_path
+from seq2seq.command_line import Range, command
+from seq2seq.commands import BEAM_SEARCH, DecodeOptions, search_settings
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import Seq2SeqError
-from seq2seq.search import SearchSettings
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
 
 
-def start_server(args: argparse.Namespace, search: Callable[[Trained], SearchSettings]) -> None:
-    """Serve ``args.ckpt`` on ``args.host``:``args.port`` until SIGTERM; ``search`` gives
-    the search settings for the loaded model (a request sets its beam and n-best)."""
+@command
+def serve(
+    ckpt: list[str],
+    decode: DecodeOptions = BEAM_SEARCH,
+    host: str = "127.0.0.1",
+    port: Annotated[int, Range(1, 65535)] = 8000,
+    batch_wait_ms: Annotated[float, Range(0, 1000)] = 50.0,
+    max_beam: Annotated[int, Range(1, 64)] = 16,
+    max_sentences: Annotated[int, Range(1)] = 64,
+    max_chars: Annotated[int, Range(1)] = 1000,
+    max_concurrent: Annotated[int, Range(1)] = 256,
+) -> None:
+    """Serve translations, alignments and attention over HTTP.
+
+    The model (or ensemble) is loaded once, POST /translate answers JSON requests
+    (translations, scores, word alignments, attention maps), requests that arrive together
+    are translated in one batch; GET /health, API documentation at /docs. SIGTERM answers
+    the requests in flight, then exits. Needs the `serve` extra (pip install
+    'seq2seq[serve]').
+
+    Args:
+        ckpt: checkpoint written by `seq2seq fit`; repeat it to serve an ensemble
+        decode: the search and its batches (--beam: a request's beam when it names none)
+        host: address to listen on
+        port: port to listen on
+        batch_wait_ms: the longest a batch waits for as many requests as were lately in
+            flight (up to --max-tokens); a lone client does not wait
+        max_beam: the largest beam (and n_best) a request may ask for
+        max_sentences: sentences per request
+        max_chars: characters per sentence
+        max_concurrent: requests in flight at once; more are refused (503)
+    """
     try:
         from seq2seq.serve.app import ServerOptions, serve_forever
         from seq2seq.serve.engine import Engine
@@ -31,12 +60,13 @@ def start_server(args: argparse.Namespace, search: Callable[[Trained], SearchSet
             f"seq2seq serve needs the serve extra ({error.name} is not installed): "
             "pip install 'seq2seq[serve]'"
         ) from None
-    for ckpt in args.ckpt:
-        check_checkpoint_path(ckpt)
-    if args.beam_size > args.max_beam:
-        raise Seq2SeqError(f"--beam {args.beam_size} is more than --max-beam {args.max_beam}")
-    trained = load_ensemble(args.ckpt)  # once, before the port is opened
-    engine = Engine(trained, search(trained), args.max_tokens, args.max_source_len)
-    limits = Limits(args.max_sentences, args.max_chars, args.max_beam, args.beam_size)
-    options = ServerOptions(limits, args.max_concurrent, args.batch_wait_ms / 1000, args.ckpt)
-    serve_forever(engine, options, args.host, args.port)
+    for path in ckpt:
+        check_checkpoint_path(path)
+    if decode.beam > max_beam:
+        raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {max_beam}")
+    trained = load_ensemble(ckpt)  # once, before the port is opened
+    engine = Engine(trained, search_settings(decode, trained.search), decode.max_tokens,
+                    decode.max_source_len)  # fmt: skip
+    limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
+    options = ServerOptions(limits, max_concurrent, batch_wait_ms / 1000, ckpt)
+    serve_forever(engine, options, host, port)

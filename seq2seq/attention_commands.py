@@ -1,0 +1,153 @@
+"""The commands that inspect attention: attention (heatmaps, alignments, a report) and
+align-score (alignments against gold ones). Both import the inspection code (matplotlib)
+only when they run."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Annotated, Literal
+
+from seq2seq.checkpoint import Trained, check_checkpoint_path, load_trained
+from seq2seq.command_line import Range, check_output_folder, check_parallel, command
+from seq2seq.commands import DecodeOptions, search_settings
+from seq2seq.ensemble import load_ensemble
+from seq2seq.errors import Seq2SeqError
+from seq2seq.text_lines import read_lines
+
+GREEDY_SEARCH = DecodeOptions(beam=1)  # what attention draws unless --beam says otherwise
+
+
+@command
+def attention(
+    out: str,
+    ckpt: list[str] | None = None,
+    ensemble_attention: Annotated[int, Range(0)] | None = None,
+    decode: DecodeOptions = GREEDY_SEARCH,
+    src: str | None = None,
+    ref: str | None = None,
+    limit: Annotated[int, Range(1)] = 20,
+    layer: int | None = None,
+    method: Literal["argmax", "threshold"] = "argmax",
+    threshold: Annotated[float, Range(0, 1, above=True)] = 0.3,
+    reverse_ckpt: str | None = None,
+    symmetrize: Literal["intersection", "union", "grow-diag", "grow-diag-final"] = "grow-diag",
+    positional_encoding: bool = False,
+    dim: Annotated[int, Range(2)] | None = None,
+    len: Annotated[int, Range(1)] | None = None,
+) -> None:
+    """Draw and report what a decoder attends to.
+
+    Heatmaps, word alignments (Pharaoh), attention statistics and an HTML report of --src
+    translated (or of --ref, forced), written to --out; or, with --positional-encoding,
+    plots of the Transformer's sinusoidal encoding.
+
+    Args:
+        out: folder for the heatmaps, alignments and report
+        ckpt: checkpoint written by `seq2seq fit`; repeat it to inspect an ensemble
+        ensemble_attention: with several --ckpt: draw and align with this member's own
+            attention (0 is the first) instead of the members' mean over heads, layers and
+            members
+        decode: the search and its batches
+        src: source sentences
+        ref: reference translations: align them (forced decoding)
+        limit: draw and report the first N lines; alignments and statistics cover all
+        layer: Transformer layer to align with (default: mean of all)
+        method: one link per target word (argmax), or every weight above --threshold
+        threshold: link weight for --method threshold
+        reverse_ckpt: a target->source model: symmetrise both directions
+        symmetrize: how --reverse-ckpt's links are combined with the forward ones
+        positional_encoding: plot the sinusoidal positional encoding instead (needs --dim
+            and --len)
+        dim: model size for --positional-encoding
+        len: number of positions for --positional-encoding
+    """
+    from seq2seq.inspection.pipeline import InspectOptions, inspect_attention
+    from seq2seq.inspection.stats import format_summary
+    from seq2seq.positional_encoding_plot import plot_positional_encoding
+
+    check_output_folder(out)
+    if positional_encoding:
+        if dim is None or len is None:
+            raise Seq2SeqError("--positional-encoding needs --dim D and --len N")
+        for path in plot_positional_encoding(dim, len, out):
+            print(path)
+        return
+    if ckpt is None or src is None:
+        raise Seq2SeqError("attention needs --ckpt and --src (or --positional-encoding)")
+    for path in [*ckpt, reverse_ckpt]:
+        if path is not None:
+            check_checkpoint_path(path)
+    sources = read_lines(src)
+    references = read_lines(ref) if ref else None
+    if references is not None:
+        check_parallel(src, sources, ref, references)
+    members = builtins.len(ckpt)  # `len` is the option --len here
+    if ensemble_attention is not None and ensemble_attention >= members:
+        raise Seq2SeqError(
+            f"--ensemble-attention {ensemble_attention} names no member: "
+            f"{members} --ckpt given (0 to {members - 1})"
+        )
+    trained = load_ensemble(ckpt, ensemble_attention)
+    reverse = load_trained(reverse_ckpt) if reverse_ckpt else None
+    if reverse is not None:
+        _check_reverse(trained, reverse)
+    options = InspectOptions(
+        layer=layer,
+        method=method,
+        threshold=threshold,
+        symmetrization=symmetrize,
+        limit=limit,
+        max_tokens=decode.max_tokens,
+        max_source_len=decode.max_source_len,
+        progress=True,
+    )
+    result = inspect_attention(
+        trained,
+        sources,
+        out,
+        options,
+        references=references,
+        search=search_settings(decode, trained.search),
+        reverse=reverse,
+        title=f"Attention of {' + '.join(ckpt)}",
+    )
+    for path in [*result.heatmaps, *result.files]:
+        print(path)
+    print(format_summary(result.summary))
+
+
+def _check_reverse(trained: Trained, reverse: Trained) -> None:
+    """A reverse-direction model must translate the other way (when the configs say)."""
+    forward = (trained.src_lang, trained.tgt_lang)
+    backward = (reverse.src_lang, reverse.tgt_lang)
+    if None not in forward + backward and backward != forward[::-1]:
+        raise Seq2SeqError(
+            f"--reverse-ckpt translates {backward[0]}->{backward[1]}; "
+            f"it must translate {forward[1]}->{forward[0]}"
+        )
+
+
+@command
+def align_score(gold: str, hyp: str, one_indexed: bool = False) -> None:
+    """Score word alignments against gold ones (AER).
+
+    AER, precision and recall (Och & Ney 2003; gold links written 3p4 or 3-4-P are
+    possible, the others sure).
+
+    Args:
+        gold: gold alignments, one line per sentence
+        hyp: alignments to score, Pharaoh i-j, 0-indexed
+        one_indexed: the gold file counts from 1
+    """
+    from seq2seq.inspection.word_alignments import read_gold, read_links, score_alignments
+
+    gold_links, hyp_links = read_gold(gold, one_indexed), read_links(hyp)
+    check_parallel(gold, gold_links, hyp, hyp_links)
+    score = score_alignments(gold_links, hyp_links)
+    for name, value in [
+        ("AER", score.aer),
+        ("precision", score.precision),
+        ("recall", score.recall),
+    ]:
+        print(f"{name:10s} {'n/a' if value is None else f'{value:.4f}'}")
+    print(f"{'links':10s} {score.hyp} hypothesis, {score.sure} sure")
