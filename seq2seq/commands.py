@@ -123,10 +123,7 @@ def translate(
         n_best: print N hypotheses per line (index, score, text), at most --beam
         progress: show a progress bar on stderr
     """
-    if ckpt is None and ctranslate2 is None:
-        raise UsageError("translate needs --ckpt or --ctranslate2")
-    if ckpt is not None and ctranslate2 is not None:
-        raise UsageError("--ckpt and --ctranslate2 exclude each other")
+    _check_one_model(ckpt, ctranslate2, "translate")
     if n_best > decode.beam:
         raise UsageError(
             f"argument --n-best: must be an integer in [1, --beam {decode.beam}], got {n_best}"
@@ -151,6 +148,14 @@ def translate(
             out.write(_format(i, translation, n_best))
         out.flush()
         out.detach()
+
+
+def _check_one_model(ckpt: list[str] | None, ctranslate2: str | None, command: str) -> None:
+    """A command that decodes needs checkpoints or an export, not both."""
+    if ckpt is None and ctranslate2 is None:
+        raise UsageError(f"{command} needs --ckpt or --ctranslate2")
+    if ckpt is not None and ctranslate2 is not None:
+        raise UsageError("--ckpt and --ctranslate2 exclude each other")
 
 
 def _input_lines(input: str | None) -> Iterable[str | None]:
@@ -205,9 +210,10 @@ def _write_to_stdout(translations: Iterable[Translation], n_best: int) -> None:
 
 @command
 def evaluate(
-    ckpt: list[str],
     src: str,
     ref: str,
+    ckpt: list[str] | None = None,
+    ctranslate2: str | None = None,
     decode: DecodeOptions = BEAM_SEARCH,
     lang: str | None = None,
     output: str | None = None,
@@ -218,9 +224,11 @@ def evaluate(
     Translates --src and scores it against --ref: BLEU, chrF, and the literature's BLEU.
 
     Args:
-        ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble
         src: source sentences
         ref: reference translations
+        ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble
+        ctranslate2: score a CTranslate2 export (`seq2seq export`, a folder) instead of a
+            checkpoint; search options as with --ckpt, --bf16 excepted
         decode: the search and its batches
         lang: target language for the literature scoring (default: config)
         output: also write the translations here
@@ -228,29 +236,39 @@ def evaluate(
     """
     from seq2seq.metrics import literature_bleu, score_corpus
 
-    for path in ckpt:
+    _check_one_model(ckpt, ctranslate2, "evaluate")
+    for path in ckpt or []:
         check_checkpoint_path(path)
     check_output_file(output)
     sources, refs = read_lines(src), read_lines(ref)
     check_parallel(src, sources, ref, refs)
-    trained = load_ensemble(ckpt)
-    search = search_settings(decode, trained.search)
     start = time.perf_counter()
-    translations = translate_lines(
-        trained,
-        sources,
-        search,
-        decode.max_tokens,
-        progress=True,
-        max_source_len=decode.max_source_len,
-    )
+    if ctranslate2:
+        from seq2seq.ct2_translate import check_search, load_export, translate_stream_ct2
+
+        exported = load_export(ctranslate2)
+        search = search_settings(decode, exported.search)
+        check_search(search)
+        translations = list(translate_stream_ct2(
+            exported, sources, search, decode.max_tokens, progress=True,
+            max_source_len=decode.max_source_len,
+        ))  # fmt: skip
+        model_lang = exported.tgt_lang
+    else:
+        trained = load_ensemble(ckpt)
+        search = search_settings(decode, trained.search)
+        translations = translate_lines(
+            trained, sources, search, decode.max_tokens, progress=True,
+            max_source_len=decode.max_source_len,
+        )  # fmt: skip
+        model_lang = trained.tgt_lang
     seconds = time.perf_counter() - start
     hyps = [t.text for t in translations]
     if output:
         text = "".join(h + "\n" for h in hyps).encode("utf-8")
         write_atomically(output, lambda file: file.write(text))
     scores = score_corpus(hyps, refs)
-    lang = lang or trained.tgt_lang
+    lang = lang or model_lang
     if lang:
         scores["bleu_literature"] = literature_bleu(hyps, refs, lang)
     decoding = {

@@ -61,6 +61,7 @@ class Exported:
     tgt: Tokenizer
     search: SearchSettings  # the checkpoint's (Trained.search): what the search options change
     positions: int
+    tgt_lang: str | None = None  # the checkpoint's target language (exports before it: None)
 
     def __post_init__(self) -> None:
         pieces = self.tgt.id_to_piece(range(self.tgt.size))
@@ -104,7 +105,10 @@ def load_export(folder: str | Path, threads: int = 0) -> Exported:
         if models["target"] == models["source"]
         else Tokenizer((folder / models["target"]).read_bytes())
     )
-    return Exported(translator, src, tgt, _configured_search(description), description["positions"])
+    search = _configured_search(description)
+    return Exported(
+        translator, src, tgt, search, description["positions"], description.get("tgt_lang")
+    )
 
 
 def _configured_search(description: dict[str, Any]) -> SearchSettings:

@@ -193,6 +193,26 @@ def test_translate_ctranslate2_command_end_to_end(pre_norm_ckpt, trained_run, tm
     ]
 
 
+def test_evaluate_scores_an_export_as_its_checkpoint(pre_norm_ckpt, trained_run, tmp_path):
+    out = tmp_path / "ct2"
+    exported = run_seq2seq(
+        "export", "--ckpt", str(pre_norm_ckpt), "--to", "ctranslate2", "--out", str(out)
+    )
+    assert exported.returncode == 0, exported.stderr
+    test = ["--src", str(trained_run["corpus"] / "test.en"),
+            "--ref", str(trained_run["corpus"] / "test.de"), "--beam", "5", "--json"]  # fmt: skip
+    ours = run_seq2seq("evaluate", "--ckpt", str(pre_norm_ckpt), *test)
+    theirs = run_seq2seq("evaluate", "--ctranslate2", str(out), *test)
+    assert ours.returncode == 0 and theirs.returncode == 0, theirs.stderr
+    ours_scores, their_scores = json.loads(ours.stdout), json.loads(theirs.stdout)
+    for metric in ("bleu", "chrf", "bleu_literature"):  # the literature BLEU needs tgt_lang
+        assert their_scores[metric]["score"] == ours_scores[metric]["score"], metric
+    assert their_scores["decoding"]["length_penalty"] == ours_scores["decoding"]["length_penalty"]
+    both = run_seq2seq("evaluate", "--ckpt", str(pre_norm_ckpt), "--ctranslate2", str(out), *test)
+    assert both.returncode == 2
+    assert "--ckpt and --ctranslate2 exclude each other" in both.stderr
+
+
 def test_an_rnn_checkpoint_is_refused_in_one_line(trained_run, tmp_path):
     result = run_seq2seq(
         "export", "--ckpt", str(trained_run["ckpt"]), "--to", "ctranslate2",
