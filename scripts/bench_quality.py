@@ -246,15 +246,23 @@ def chosen_checkpoint(
 
 
 def evaluate(
-    checkpoint: str, src: Path, ref: Path, folder: Path, beam: int, bf16: bool = False
+    checkpoint: str,
+    src: Path,
+    ref: Path,
+    folder: Path,
+    beam: int,
+    bf16: bool = False,
+    length_penalty: float | None = None,
 ) -> dict[str, Any]:
     """Scores and decoding speed from ``seq2seq evaluate --json``, and that run's peak RSS.
 
-    ``bf16`` searches under bf16 autocast (``--bf16``) instead of in fp32.
+    ``bf16`` searches under bf16 autocast (``--bf16``) instead of in fp32; the length
+    penalty is the checkpoint's unless given.
     """
     command = [*SEQ2SEQ, "evaluate", "--ckpt", checkpoint, "--src", str(src), "--ref", str(ref)]
     command += ["--beam", str(beam), "--json", "--output", str(folder / "hypotheses.txt")]
     command += ["--bf16"] if bf16 else []
+    command += [] if length_penalty is None else ["--length-penalty", str(length_penalty)]
     usage = run(command, folder / "evaluate.json", folder / "evaluate.log")
     if usage["status"] != 0:
         raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")

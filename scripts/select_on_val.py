@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import bench_quality
 from bench_quality import SEQ2SEQ, best_checkpoint, last_checkpoint, run, split_files
 
 VAL_SPLIT = "val"
@@ -57,19 +58,10 @@ class Setting:
 
 
 def evaluate(checkpoint: Path, src: Path, ref: Path, folder: Path, beam: int, lp: float) -> dict:
-    """``seq2seq evaluate --json``'s scores of one checkpoint under one length penalty."""
+    """The val (or test) scores of one checkpoint under one length penalty."""
     folder.mkdir(parents=True, exist_ok=True)
-    command = [*SEQ2SEQ, "evaluate", "--ckpt", str(checkpoint), "--src", str(src)]
-    command += ["--ref", str(ref), "--beam", str(beam), "--length-penalty", str(lp), "--json"]
-    usage = run(command, folder / "evaluate.json", folder / "evaluate.log")
-    if usage["status"] != 0:
-        raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")
-    scores = json.loads((folder / "evaluate.json").read_text())
-    return {
-        "bleu_literature": scores["bleu_literature"]["score"],
-        "bleu": scores["bleu"]["score"],
-        "chrf": scores["chrf"]["score"],
-    }
+    scores = bench_quality.evaluate(str(checkpoint), src, ref, folder, beam, length_penalty=lp)
+    return {metric: scores[metric] for metric in ("bleu_literature", "bleu", "chrf")}
 
 
 def recent_checkpoints(run_dir: Path) -> list[Path]:
