@@ -38,13 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from seq2seq.errors import Seq2SeqError
 from seq2seq.export import DESCRIPTION, DESCRIPTION_FORMAT, import_ctranslate2
 from seq2seq.search import Hypothesis, SearchSettings, length_penalty
 from seq2seq.tokenizer import Tokenizer
-from seq2seq.translator import CHUNK_BATCHES, Translation, encoded_chunks
+from seq2seq.translator import Translation, translated_chunks
 
 log = logging.getLogger("seq2seq")
 # CTranslate2's own length penalty (scores / |Y| ** this): so small that it ranks by
@@ -187,13 +186,14 @@ def translate_stream_ct2(
     of about ``CHUNK_BATCHES * max_tokens`` source pieces (a ``None`` ends a chunk early),
     yielded in input order; blank lines give empty translations, and a source longer than
     ``max_source_len`` pieces is cut, with a warning."""
-    max_source_len = min(max_source_len, exported.positions - 1)
-    bar = tqdm(desc="translating", unit="sent", disable=not progress)
-    budget = CHUNK_BATCHES * max_tokens
-    for chunk, sources in encoded_chunks(lines, exported.src.pieces, budget, max_source_len):
-        yield from _translate_chunk(exported, chunk, sources, search, max_tokens)
-        bar.update(len(chunk))
-    bar.close()
+    return translated_chunks(
+        lines,
+        exported.src.pieces,
+        lambda chunk, sources: _translate_chunk(exported, chunk, sources, search, max_tokens),
+        max_tokens,
+        progress,
+        min(max_source_len, exported.positions - 1),
+    )
 
 
 def _translate_chunk(

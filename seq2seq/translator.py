@@ -77,10 +77,35 @@ def translate_stream(
     paused, see ``arriving_lines``) ends a chunk early. Memory holds one chunk, whatever
     the length of the input, and the first translations come after the first chunk.
     """
+    return translated_chunks(
+        lines,
+        trained.vocab.src.encode,
+        lambda chunk, src_ids: _translate_chunk(trained, chunk, src_ids, search, max_tokens),
+        max_tokens,
+        progress,
+        max_source_len,
+    )
+
+
+ChunkTranslator = Callable[[list[str], list[Sequence[Any]]], list[Translation]]
+
+
+def translated_chunks(
+    lines: Iterable[str | None],
+    encode: Callable[[str], Sequence[Any]],
+    translate_chunk: ChunkTranslator,
+    max_tokens: int,
+    progress: bool,
+    max_source_len: int,
+) -> Iterator[Translation]:
+    """The streaming shared by every engine: ``lines`` encoded and cut in chunks of about
+    ``CHUNK_BATCHES * max_tokens`` source pieces (``encoded_chunks``), each chunk's
+    translations from ``translate_chunk(lines, encodings)`` yielded in input order, with a
+    progress bar when asked."""
     bar = tqdm(desc="translating", unit="sent", disable=not progress)
     budget = CHUNK_BATCHES * max_tokens
-    for chunk, src_ids in encoded_chunks(lines, trained.vocab.src.encode, budget, max_source_len):
-        yield from _translate_chunk(trained, chunk, src_ids, search, max_tokens)
+    for chunk, sources in encoded_chunks(lines, encode, budget, max_source_len):
+        yield from translate_chunk(chunk, sources)
         bar.update(len(chunk))
     bar.close()
 
