@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from seq2seq.checkpoint import Trained, check_checkpoint_path, load_trained
 from seq2seq.command_line import Range, check_output_folder, check_parallel, command
-from seq2seq.commands import DecodeOptions, search_settings
+from seq2seq.decoding import DecodeOptions, search_settings
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import Seq2SeqError
 from seq2seq.text_lines import read_lines

@@ -1,8 +1,8 @@
 """The ``seq2seq`` command.
 
 ``seq2seq fit|validate|test --config C`` is Lightning's CLI (``training_cli.py``), imported
-only for those commands; the other commands are the functions marked ``@command`` in
-``commands.py``, ``attention_commands.py`` and ``serve/command.py``, read by jsonargparse
+only for those commands; the other commands are the functions marked ``@command`` in the
+``*_command(s).py`` modules imported below, read by jsonargparse
 (``command_line.py``) and run without the training stack. A mistake in the user's input
 ends with one line on stderr and exit status 1 (2 for the command line), not a traceback.
 """
@@ -18,9 +18,15 @@ from importlib.metadata import PackageNotFoundError, version
 
 from jsonargparse import ArgumentParser
 
-import seq2seq.attention_commands  # noqa: F401  (its @command functions)
-import seq2seq.commands  # noqa: F401  (its @command functions)
-import seq2seq.serve.command  # noqa: F401  (its @command function)
+# isort: off
+# The modules of the @command functions, imported in the order of the command list.
+import seq2seq.translate_commands  # noqa: F401
+import seq2seq.checkpoint_commands  # noqa: F401
+import seq2seq.corpus_command  # noqa: F401
+import seq2seq.attention_commands  # noqa: F401
+import seq2seq.serve.command  # noqa: F401
+
+# isort: on
 from seq2seq.command_line import (
     COMMANDS,
     DESCRIPTION,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from seq2seq.cli import build_parser, main
-from seq2seq.commands import DecodeOptions, search_settings
+from seq2seq.decoding import DecodeOptions, search_settings
 from seq2seq.search import SearchSettings
 
 ERROR = "seq2seq: error: "

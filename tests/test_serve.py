@@ -109,7 +109,7 @@ def test_other_commands_do_not_import_the_server_stack_and_serve_names_the_extra
     """`import seq2seq.cli` loads no FastAPI, uvicorn or pydantic; without FastAPI, `serve`
     says in one line what to install."""
     code = (
-        "import sys, seq2seq.cli, seq2seq.commands, seq2seq.serve.command\n"
+        "import sys, seq2seq.cli, seq2seq.translate_commands, seq2seq.serve.command\n"
         "print(sorted(m for m in ('fastapi', 'uvicorn', 'pydantic') if m in sys.modules))\n"
         "sys.modules['fastapi'] = None\n"
         f"seq2seq.cli.main(['serve', '--ckpt', {str(trained_run['ckpt'])!r}])"

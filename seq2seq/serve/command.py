@@ -10,7 +10,7 @@ from typing import Annotated
 
 from seq2seq.checkpoint import check_checkpoint_path
 from seq2seq.command_line import Range, command
-from seq2seq.commands import BEAM_SEARCH, DecodeOptions, search_settings
+from seq2seq.decoding import BEAM_SEARCH, DecodeOptions, search_settings
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import Seq2SeqError
 

@@ -1,0 +1,170 @@
+"""What every command that translates shares: its search options (``DecodeOptions``), the
+search they make of a model's own (``search_settings``), and the model, checkpoints or a
+CTranslate2 export, opened as one ``Decoder`` (``open_decoder``).
+
+CTranslate2 is imported only when an export is opened: ``ctranslate2`` is an optional extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Annotated, Protocol
+
+from seq2seq.checkpoint import Trained, check_checkpoint_path
+from seq2seq.command_line import Range, UsageError
+from seq2seq.ensemble import load_ensemble
+from seq2seq.search import SearchSettings
+from seq2seq.translator import Translation, translate_lines, translate_stream
+
+if TYPE_CHECKING:
+    from seq2seq.ct2_translate import Exported
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """The options of every command that translates: the search and its batches.
+
+    Attributes:
+        beam: beam size; 1 is greedy search
+        length_penalty: GNMT alpha, 0 for none; unset: the model's config
+            (model.length_penalty) or 1.0
+        max_len_ratio: longest output = ratio * source pieces + offset
+        max_len_offset: added to the longest output, see --max-len-ratio
+        max_tokens: source pieces per batch, padding included; a longer sentence is a batch
+            alone
+        max_source_len: cut longer sources to this many pieces, with a warning
+        bf16: search under bfloat16 autocast (faster on CPUs with AVX512-BF16/AMX; scores
+            may differ in the last digits)
+    """
+
+    beam: Annotated[int, Range(1)] = 5
+    length_penalty: Annotated[float, Range(0)] | None = None
+    max_len_ratio: Annotated[float, Range(0)] = 1.5
+    max_len_offset: Annotated[int, Range(0)] = 10
+    max_tokens: Annotated[int, Range(1)] = 4096
+    max_source_len: Annotated[int, Range(1)] = 512
+    bf16: bool = False
+
+
+BEAM_SEARCH = DecodeOptions()  # the defaults of translate, evaluate and serve
+
+
+def search_settings(
+    options: DecodeOptions, configured: SearchSettings, n_best: int = 1
+) -> SearchSettings:
+    """``configured`` (the search a model's checkpoint or export gives) changed by what the
+    options set. --length-penalty alone has no default of its own (None): unset, it keeps
+    the model's, so that a model is scored as its config says; the other options always
+    set theirs."""
+    changes = {
+        "beam_size": options.beam,
+        "n_best": n_best,
+        "bf16": options.bf16,
+        "max_len_ratio": options.max_len_ratio,
+        "max_len_offset": options.max_len_offset,
+    }
+    if options.length_penalty is not None:
+        changes["length_penalty"] = options.length_penalty
+    return replace(configured, **changes)
+
+
+class Decoder(Protocol):
+    """A model opened for translating, with the search the options made of its own."""
+
+    @property
+    def search(self) -> SearchSettings: ...
+
+    @property
+    def tgt_lang(self) -> str | None:
+        """The target language the model was trained for (None: not recorded)."""
+
+    def stream(self, lines: Iterable[str | None], progress: bool) -> Iterator[Translation]:
+        """The translations of ``lines`` as they come, in input order, translated in chunks
+        (a ``None`` in ``lines``: the input paused, so the chunk ends early)."""
+
+    def translate_all(self, lines: Sequence[str]) -> list[Translation]:
+        """The translations of all ``lines``, in their order, with a progress bar."""
+
+
+@dataclass(frozen=True)
+class CheckpointDecoder:
+    """Checkpoints (one model, or several as an ensemble) searched by seq2seq."""
+
+    trained: Trained
+    search: SearchSettings
+    options: DecodeOptions
+
+    @property
+    def tgt_lang(self) -> str | None:
+        return self.trained.tgt_lang
+
+    def stream(self, lines: Iterable[str | None], progress: bool) -> Iterator[Translation]:
+        return translate_stream(
+            self.trained, lines, self.search, self.options.max_tokens, progress=progress,
+            max_source_len=self.options.max_source_len,
+        )  # fmt: skip
+
+    def translate_all(self, lines: Sequence[str]) -> list[Translation]:
+        """Batched by length over all of ``lines`` at once, not chunk by chunk."""
+        return translate_lines(
+            self.trained, lines, self.search, self.options.max_tokens, progress=True,
+            max_source_len=self.options.max_source_len,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ExportDecoder:
+    """A CTranslate2 export, searched by CTranslate2 under seq2seq's search semantics."""
+
+    exported: Exported
+    search: SearchSettings
+    options: DecodeOptions
+
+    @property
+    def tgt_lang(self) -> str | None:
+        return self.exported.tgt_lang
+
+    def stream(self, lines: Iterable[str | None], progress: bool) -> Iterator[Translation]:
+        from seq2seq.ct2_translate import translate_stream_ct2
+
+        return translate_stream_ct2(
+            self.exported, lines, self.search, self.options.max_tokens, progress=progress,
+            max_source_len=self.options.max_source_len,
+        )  # fmt: skip
+
+    def translate_all(self, lines: Sequence[str]) -> list[Translation]:
+        return list(self.stream(lines, progress=True))
+
+
+def check_model_options(command: str, ckpt: list[str] | None, ctranslate2: str | None) -> None:
+    """The checks of a decoding ``command``'s model that need no loading: ``--ckpt`` (each
+    path a checkpoint file) or ``--ctranslate2``, one of the two."""
+    if ckpt is None and ctranslate2 is None:
+        raise UsageError(f"{command} needs --ckpt or --ctranslate2")
+    if ckpt is not None and ctranslate2 is not None:
+        raise UsageError("--ckpt and --ctranslate2 exclude each other")
+    for path in ckpt or []:
+        check_checkpoint_path(path)
+
+
+def open_decoder(
+    command: str,
+    ckpt: list[str] | None,
+    ctranslate2: str | None,
+    options: DecodeOptions,
+    n_best: int = 1,
+) -> Decoder:
+    """The model of a ``command`` that decodes, checked (``check_model_options``) and
+    loaded: the checkpoints of ``--ckpt`` (several: an ensemble) or the export of
+    ``--ctranslate2``, with the search ``options`` make of its own."""
+    check_model_options(command, ckpt, ctranslate2)
+    if ctranslate2 is not None:
+        from seq2seq.ct2_translate import check_search, load_export
+
+        exported = load_export(ctranslate2)
+        search = search_settings(options, exported.search, n_best)
+        check_search(search)
+        return ExportDecoder(exported, search, options)
+    trained = load_ensemble(ckpt or [])
+    return CheckpointDecoder(trained, search_settings(options, trained.search, n_best), options)

@@ -1,0 +1,176 @@
+"""The commands that translate: translate (text in, translations out) and evaluate (a test
+set translated and scored). Each function marked ``@command`` is a command of ``seq2seq``:
+its parameters are the command's options, its docstring their help (``command_line.py``).
+
+The scores (sacrebleu, sacremoses) are imported by evaluate alone, and CTranslate2 only when
+an export is opened, so that translate starts with little more than torch.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+from collections.abc import Iterable
+from json import dumps
+from typing import Annotated
+
+import torch
+
+from seq2seq.arriving_lines import arriving_lines
+from seq2seq.atomic import atomic_output, write_atomically
+from seq2seq.command_line import (
+    Range,
+    UsageError,
+    check_input_file,
+    check_output_file,
+    check_parallel,
+    command,
+)
+from seq2seq.decoding import BEAM_SEARCH, DecodeOptions, check_model_options, open_decoder
+from seq2seq.errors import OutputError
+from seq2seq.text_lines import iter_lines, read_lines
+from seq2seq.translator import Translation
+
+
+@command
+def translate(
+    ckpt: list[str] | None = None,
+    ctranslate2: str | None = None,
+    decode: DecodeOptions = BEAM_SEARCH,
+    input: str | None = None,
+    output: str | None = None,
+    n_best: Annotated[int, Range(1)] = 1,
+    progress: bool = False,
+) -> None:
+    """Translate text with a checkpoint, line by line.
+
+    Lines from --input (default stdin) go to --output (default stdout), streamed: read,
+    translated and written in chunks of about four --max-tokens batches (sooner when stdin
+    pauses), in input order. Stdout gets each chunk as soon as it is translated; --output
+    FILE gets the translations only when all are done (until then an existing FILE keeps
+    its old content, and after a failure too).
+
+    Args:
+        ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble (the
+            mean of the models' log-probabilities at every step)
+        ctranslate2: translate with a CTranslate2 export (`seq2seq export`, a folder) instead
+            of a checkpoint; search options as with --ckpt (see the README), --bf16 excepted
+        decode: the search and its batches
+        input: source text, one sentence per line (default: stdin)
+        output: where to write translations (default: stdout)
+        n_best: print N hypotheses per line (index, score, text), at most --beam
+        progress: show a progress bar on stderr
+    """
+    if n_best > decode.beam:
+        raise UsageError(
+            f"argument --n-best: must be an integer in [1, --beam {decode.beam}], got {n_best}"
+        )
+    check_model_options("translate", ckpt, ctranslate2)  # the cheap checks before any work
+    check_input_file(input)
+    check_output_file(output)
+    decoder = open_decoder("translate", ckpt, ctranslate2, decode, n_best)  # before reading
+    lines = iter_lines(input) if input else arriving_lines(sys.stdin.buffer)
+    translations = decoder.stream(lines, progress)
+    if not output:
+        _write_to_stdout(translations, n_best)
+        return
+    with atomic_output(output) as file:
+        out = io.TextIOWrapper(file, encoding="utf-8", newline="\n")
+        for i, translation in enumerate(translations):
+            out.write(_format(i, translation, n_best))
+        out.flush()
+        out.detach()
+
+
+def _format(index: int, translation: Translation, n_best: int) -> str:
+    """A translation's output lines: its text, or with n-best ``index<TAB>score<TAB>text``."""
+    if n_best == 1:
+        return translation.text + "\n"
+    return "".join(
+        f"{index}\t{hyp.score:.4f}\t{text}\n"
+        for text, hyp in zip(translation.texts, translation.hypotheses, strict=True)
+    )
+
+
+def _write_to_stdout(translations: Iterable[Translation], n_best: int) -> None:
+    """Each translation as soon as it exists; a full disk under ``> FILE`` is one line."""
+    for i, translation in enumerate(translations):
+        try:
+            sys.stdout.write(_format(i, translation, n_best))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(
+                f"cannot write to stdout: {error.strerror or error}; the translations of "
+                f"the first {i} lines were written"
+            ) from error
+
+
+@command
+def evaluate(
+    src: str,
+    ref: str,
+    ckpt: list[str] | None = None,
+    ctranslate2: str | None = None,
+    decode: DecodeOptions = BEAM_SEARCH,
+    lang: str | None = None,
+    output: str | None = None,
+    json: bool = False,
+) -> None:
+    """Translate a test set and score it: BLEU, chrF.
+
+    Translates --src and scores it against --ref: BLEU, chrF, and the literature's BLEU.
+
+    Args:
+        src: source sentences
+        ref: reference translations
+        ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble
+        ctranslate2: score a CTranslate2 export (`seq2seq export`, a folder) instead of a
+            checkpoint; search options as with --ckpt, --bf16 excepted
+        decode: the search and its batches
+        lang: target language for the literature scoring (default: config)
+        output: also write the translations here
+        json: print the scores as JSON
+    """
+    from seq2seq.metrics import literature_bleu, score_corpus
+
+    check_model_options("evaluate", ckpt, ctranslate2)  # the cheap checks before any work
+    check_input_file(src)
+    check_input_file(ref)
+    check_output_file(output)
+    decoder = open_decoder("evaluate", ckpt, ctranslate2, decode)
+    sources, refs = read_lines(src), read_lines(ref)
+    check_parallel(src, sources, ref, refs)
+    start = time.perf_counter()
+    hyps = [t.text for t in decoder.translate_all(sources)]
+    seconds = time.perf_counter() - start
+    if output:
+        text = "".join(h + "\n" for h in hyps).encode("utf-8")
+        write_atomically(output, lambda file: file.write(text))
+    scores = score_corpus(hyps, refs)
+    lang = lang or decoder.tgt_lang
+    if lang:
+        scores["bleu_literature"] = literature_bleu(hyps, refs, lang)
+    penalty = decoder.search.length_penalty
+    decoding = {
+        "sentences": len(sources),
+        "seconds": round(seconds, 3),
+        "sentences_per_s": round(len(sources) / seconds, 2),
+        "beam": decode.beam,
+        "length_penalty": penalty,
+        "threads": torch.get_num_threads(),
+        "bf16": decode.bf16,
+    }
+    if json:
+        print(dumps({**scores, "decoding": decoding}, indent=2))
+        return
+    for name, result in scores.items():
+        print(f"{name:16s} {result['score']:6.2f}  {result['signature']}")
+    print(
+        f"decoding         {decoding['sentences']} sentences in {seconds:.1f} s "
+        f"({decoding['sentences_per_s']} sentences/s, beam {decode.beam}, "
+        f"length penalty {penalty:g}, {decoding['threads']} threads"
+        f"{', bf16' if decode.bf16 else ''})"
+    )
