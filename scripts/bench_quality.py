@@ -246,7 +246,7 @@ def chosen_checkpoint(
 
 
 def evaluate(
-    checkpoint: str,
+    checkpoint: str | list[str],
     src: Path,
     ref: Path,
     folder: Path,
@@ -256,10 +256,12 @@ def evaluate(
 ) -> dict[str, Any]:
     """Scores and decoding speed from ``seq2seq evaluate --json``, and that run's peak RSS.
 
-    ``bf16`` searches under bf16 autocast (``--bf16``) instead of in fp32; the length
-    penalty is the checkpoint's unless given.
+    Several checkpoints decode as an ensemble. ``bf16`` searches under bf16 autocast
+    (``--bf16``) instead of in fp32; the length penalty is the checkpoint's unless given.
     """
-    command = [*SEQ2SEQ, "evaluate", "--ckpt", checkpoint, "--src", str(src), "--ref", str(ref)]
+    members = [checkpoint] if isinstance(checkpoint, str) else checkpoint
+    command = [*SEQ2SEQ, "evaluate", *(a for m in members for a in ("--ckpt", m))]
+    command += ["--src", str(src), "--ref", str(ref)]
     command += ["--beam", str(beam), "--json", "--output", str(folder / "hypotheses.txt")]
     command += ["--bf16"] if bf16 else []
     command += [] if length_penalty is None else ["--length-penalty", str(length_penalty)]

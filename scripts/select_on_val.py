@@ -11,14 +11,19 @@ become one more thing to tune on.
         --config configs/multi30k/base/transformer.yaml --config my-variant.yaml
     python scripts/select_on_val.py table                 # val: mean and spread per recipe
     python scripts/select_on_val.py final --name anchor   # test_2016_flickr, once
+    python scripts/select_on_val.py ensemble --name two --members anchor:1 anchor:2
+    python scripts/select_on_val.py final --name two      # the ensemble and its members
 
 ``train`` fits the recipe once per seed (``seed_everything`` and the batch order), then
 scores on val, with beam search, every final model the run allows: the last epoch, the
 average of its last 5 and last 10 epochs (from the ``recent-*.ckpt`` a recipe keeps), and
 the best checkpoint by validation BLEU, each under several length penalties. ``table``
 picks, per recipe, the setting with the highest mean literature BLEU over seeds, and
-reports it with its spread. Results live in ``--out`` (default ``runs/selection``); an
-interrupted ``train`` continues where it stopped.
+reports it with its spread. ``ensemble`` decodes with several trained seeds at once (each
+member the model its recipe's val-chosen setting names) and chooses the ensemble's length
+penalty on val; its ``final`` scores the ensemble and each member on the test set, with
+sacreBLEU's paired bootstrap of the ensemble against its best member. Results live in
+``--out`` (default ``runs/selection``); an interrupted ``train`` continues where it stopped.
 """
 
 from __future__ import annotations
@@ -57,10 +62,14 @@ class Setting:
         return Setting(model, float(penalty))
 
 
-def evaluate(checkpoint: Path, src: Path, ref: Path, folder: Path, beam: int, lp: float) -> dict:
-    """The val (or test) scores of one checkpoint under one length penalty."""
+def evaluate(
+    checkpoint: Path | list[Path], src: Path, ref: Path, folder: Path, beam: int, lp: float
+) -> dict:
+    """The val (or test) scores of one checkpoint (several: an ensemble) under one length
+    penalty; the hypotheses are kept in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    scores = bench_quality.evaluate(str(checkpoint), src, ref, folder, beam, length_penalty=lp)
+    members = [str(c) for c in checkpoint] if isinstance(checkpoint, list) else str(checkpoint)
+    scores = bench_quality.evaluate(members, src, ref, folder, beam, length_penalty=lp)
     return {metric: scores[metric] for metric in ("bleu_literature", "bleu", "chrf")}
 
 
@@ -193,41 +202,147 @@ def print_table(out: Path) -> None:
         "|---|---|---|---|---|---|---|---|",
         *val_rows(out),
     ]
+    if ensembles := ensemble_rows(out):
+        lines += [
+            "",
+            "| ensemble | members | length penalty | val BLEU (lit.) | val sacreBLEU | val chrF |",
+            "|---|---|---|---|---|---|",
+            *ensembles,
+        ]
     (out / "val-table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
 def final(args: argparse.Namespace) -> None:
-    """Score one recipe's seeds on the test set under the setting val chose; once."""
-    recipe_dir = args.out / args.name
-    per_seed = seed_scores(recipe_dir)
-    if not per_seed:
+    """Score one recipe's seeds (or one ensemble) on the test set under the setting val
+    chose; once."""
+    folder = args.out / args.name
+    is_ensemble = (folder / "ensemble.json").exists()
+    if not is_ensemble and not seed_scores(folder):
         sys.exit(f"no trained seeds of {args.name} in {args.out}")
-    record_path = recipe_dir / "final.json"
+    if is_ensemble and not (folder / "val.json").exists():
+        sys.exit(f"the ensemble {args.name} has no val scores yet (run `ensemble` first)")
+    record_path = folder / "final.json"
     history = json.loads(record_path.read_text()) if record_path.exists() else []
     if history and not args.again:
         sys.exit(
             f"{args.name} was scored on the test set already ({record_path}); the first score "
             "is the one to report (--again scores once more and keeps both)"
         )
-    setting = chosen_setting(per_seed)
+    record = final_ensemble(args, folder) if is_ensemble else final_seeds(args, folder)
+    history.append({
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"), "split": args.test_split,
+        "beam": args.beam, **record,
+    })  # fmt: skip
+    record_path.write_text(json.dumps(history, indent=2) + "\n")
+    for metric in ("bleu_literature", "bleu", "chrf"):
+        values = {str(name): s[metric] for name, s in record["scores"].items()}
+        each = ", ".join(f"{name} {v:.2f}" for name, v in values.items())
+        print(f"{args.name} {args.test_split} {metric}: {each}")
+    if is_ensemble:
+        bootstrap = record["bootstrap"]
+        print(f"paired bootstrap, ensemble against {bootstrap['baseline']}: "
+              f"p = {bootstrap['p_value']:.4f}")  # fmt: skip
+
+
+def final_seeds(args: argparse.Namespace, recipe_dir: Path) -> dict[str, Any]:
+    """The test scores of each seed of a recipe under the setting val chose."""
+    setting = chosen_setting(seed_scores(recipe_dir))
     test = split_files(args.data, args.test_split, args.pair, None, recipe_dir)
     scores = {}
-    for seed in per_seed:
+    for seed in seed_scores(recipe_dir):
         folder = recipe_dir / f"seed{seed}"
         checkpoint = final_models(folder / "run", folder)[setting.model]
         scores[seed] = evaluate(
             checkpoint, *test, folder / args.test_split, args.beam, setting.length_penalty
         )
-    history.append({
-        "when": time.strftime("%Y-%m-%d %H:%M:%S"), "split": args.test_split,
-        "setting": setting.key, "beam": args.beam, "scores": scores,
-    })  # fmt: skip
-    record_path.write_text(json.dumps(history, indent=2) + "\n")
-    for metric in ("bleu_literature", "bleu", "chrf"):
-        values = [s[metric] for s in scores.values()]
-        each = ", ".join(f"{v:.2f}" for v in values)
-        print(f"{args.name} {args.test_split} {metric}: {mean_and_spread(values)} ({each})")
+    return {"setting": setting.key, "scores": scores}
+
+
+ENSEMBLE = "ensemble"  # the "model" of an ensemble's settings: its members' chosen models
+
+
+def member_model(out: Path, member: str) -> Path:
+    """The model of ``member`` (``recipe:seed``): the one its recipe's val-chosen setting
+    names, from that seed's run."""
+    recipe, _, seed = member.partition(":")
+    per_seed = seed_scores(out / recipe)
+    if not seed.isdigit() or int(seed) not in per_seed:
+        sys.exit(f"no val-scored seed {seed!r} of {recipe!r} in {out} (members are recipe:seed)")
+    folder = out / recipe / f"seed{seed}"
+    return final_models(folder / "run", folder)[chosen_setting(per_seed).model]
+
+
+def ensemble(args: argparse.Namespace) -> None:
+    """Score the ensemble of ``args.members`` on val under each length penalty."""
+    folder = args.out / args.name
+    folder.mkdir(parents=True, exist_ok=True)
+    known = folder / "ensemble.json"
+    if known.exists() and json.loads(known.read_text())["members"] != args.members:
+        sys.exit(f"{args.name} is an ensemble of other members ({known}); choose another --name")
+    known.write_text(json.dumps({"members": args.members}, indent=2) + "\n")
+    models = [member_model(args.out, member) for member in args.members]
+    val = split_files(args.data, VAL_SPLIT, args.pair, None, folder)
+    done = folder / "val.json"
+    scores = json.loads(done.read_text()) if done.exists() else {}
+    for lp in LENGTH_PENALTIES:
+        setting = Setting(ENSEMBLE, lp)
+        if setting.key not in scores:
+            scores[setting.key] = evaluate(models, *val, folder / "val" / setting.key,
+                                           args.beam, lp)  # fmt: skip
+            done.write_text(json.dumps(scores, indent=2) + "\n")
+    print_table(args.out)
+
+
+def ensemble_rows(out: Path) -> list[str]:
+    """A Markdown row per ensemble: its members and its val-chosen length penalty's scores."""
+    rows = []
+    for folder in sorted(p for p in out.iterdir() if (p / "ensemble.json").exists()):
+        if not (folder / "val.json").exists():
+            continue
+        scores = json.loads((folder / "val.json").read_text())
+        setting = chosen_setting({0: scores})
+        members = ", ".join(json.loads((folder / "ensemble.json").read_text())["members"])
+        cells = [folder.name, members, f"{setting.length_penalty:g}"]
+        cells += [f"{scores[setting.key][m]:.2f}" for m in ("bleu_literature", "bleu", "chrf")]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """The test scores of an ensemble (under its val-chosen length penalty) and of each
+    member (under its recipe's val-chosen setting), and the paired bootstrap of the ensemble
+    against its best member (sacreBLEU)."""
+    from seq2seq.metrics import paired_bootstrap
+    from seq2seq.text_lines import read_lines
+
+    members = json.loads((folder / "ensemble.json").read_text())["members"]
+    setting = chosen_setting({0: json.loads((folder / "val.json").read_text())})
+    test = split_files(args.data, args.test_split, args.pair, None, folder)
+    scratch = folder / args.test_split
+    scores = {}
+    for member in members:
+        recipe = member.partition(":")[0]
+        lp = chosen_setting(seed_scores(args.out / recipe)).length_penalty
+        member_folder = scratch / member.replace(":", "-seed")
+        scores[member] = evaluate(member_model(args.out, member), *test, member_folder,
+                                  args.beam, lp)  # fmt: skip
+    models = [member_model(args.out, member) for member in members]
+    scores[ENSEMBLE] = evaluate(
+        models, *test, scratch / ENSEMBLE, args.beam, setting.length_penalty
+    )
+    best = max(members, key=lambda m: scores[m]["bleu_literature"])
+    hypotheses = [
+        read_lines(scratch / name.replace(":", "-seed") / "hypotheses.txt")
+        for name in (best, ENSEMBLE)
+    ]
+    test_result = paired_bootstrap(*hypotheses, read_lines(test[1]))
+    return {
+        "setting": setting.key,
+        "scores": scores,
+        "bootstrap": {"baseline": best, "p_value": test_result.p_value,
+                      "signature": test_result.signature},
+    }  # fmt: skip
 
 
 def parse_args() -> argparse.Namespace:
@@ -249,8 +364,16 @@ def parse_args() -> argparse.Namespace:
     final_command.add_argument("--name", required=True)
     final_command.add_argument("--test-split", default="test_2016_flickr")
     final_command.add_argument("--again", action="store_true")
+    ensemble_command = commands.add_parser(
+        "ensemble", help="score an ensemble of trained seeds on val (members: recipe:seed)"
+    )
+    ensemble_command.add_argument("--name", required=True, help="the ensemble's name")
+    ensemble_command.add_argument("--members", nargs="+", required=True)
     args = parser.parse_args()
-    if args.command in ("train", "final") and not (args.data / f"{VAL_SPLIT}.en.gz").exists():
+    if (
+        args.command in ("train", "final", "ensemble")
+        and not (args.data / f"{VAL_SPLIT}.en.gz").exists()
+    ):
         parser.error(f"no Multi30k corpus in {args.data} (run `make multi30k` or pass --data)")
     return args
 
@@ -261,6 +384,8 @@ def main() -> None:
         train(args)
     elif args.command == "table":
         print_table(args.out)
+    elif args.command == "ensemble":
+        ensemble(args)
     else:
         final(args)
 

@@ -306,3 +306,34 @@ def test_selection_scores_a_recipe_on_the_test_set_only_once(selection: ModuleTy
     args = argparse.Namespace(out=tmp_path, name="anchor", again=False)
     with pytest.raises(SystemExit, match="scored on the test set already"):
         selection.final(args)
+
+
+def test_an_ensemble_is_listed_with_the_length_penalty_val_chose(
+    selection: ModuleType, tmp_path: Path
+):
+    write_seed(tmp_path / "anchor", 1, {"last-5@lp1.5": 40.0})
+    write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
+    records = {"ensemble@lp1": 41.0, "ensemble@lp1.5": 41.6, "ensemble@lp2": 41.2}
+    write_json(
+        tmp_path / "pair" / "val.json",
+        {k: {"bleu_literature": b, "bleu": b - 1, "chrf": b + 20} for k, b in records.items()},
+    )
+    assert selection.ensemble_rows(tmp_path) == [
+        "| pair | anchor:1, anchor:2 | 1.5 | 41.60 | 40.60 | 61.60 |"
+    ]
+    assert [row.split(" | ")[0] for row in selection.val_rows(tmp_path)] == ["| anchor"]
+
+
+def test_an_ensemble_member_must_be_a_val_scored_seed(selection: ModuleType, tmp_path: Path):
+    write_seed(tmp_path / "anchor", 1, {"last-1@lp1": 30.0})
+    with pytest.raises(SystemExit, match="no val-scored seed '2' of 'anchor'"):
+        selection.member_model(tmp_path, "anchor:2")
+
+
+def test_an_ensemble_is_scored_on_the_test_set_only_once(selection: ModuleType, tmp_path: Path):
+    write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
+    write_json(tmp_path / "pair" / "val.json", {"ensemble@lp1": {"bleu_literature": 1.0}})
+    write_json(tmp_path / "pair" / "final.json", [{"split": "test_2016_flickr"}])
+    args = argparse.Namespace(out=tmp_path, name="pair", again=False)
+    with pytest.raises(SystemExit, match="scored on the test set already"):
+        selection.final(args)
