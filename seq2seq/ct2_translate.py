@@ -139,7 +139,14 @@ def translate_pieces(
     max_tokens: int = 4096,
     return_attention: bool = False,
 ) -> list[list[Hypothesis]]:
-    """The n-best hypotheses of each source (pieces, without EOS), grouped by length limit.
+    """The n-best hypotheses of each source (pieces, without EOS), each searched within its
+    own length limit.
+
+    CTranslate2 takes one limit per call. All sources are first translated in one call
+    under the largest limit: a source whose search ended before its own limit (every
+    hypothesis shorter) got what its own limit gives, since a search does not look ahead.
+    The others, usually few, are translated again in one call per limit. One call lets
+    CTranslate2 sort and batch all the sources by length, instead of a call per limit.
 
     Attention, with ``return_attention``: [len(tokens) + 1, S] per hypothesis, the last
     decoder layer's mean over heads (the last row is the EOS step; CTranslate2 leaves out
@@ -148,30 +155,58 @@ def translate_pieces(
     but the first of a batch the first step's attention of another sentence.
     """
     check_search(search)
-    groups: dict[int, list[int]] = {}
-    for i, pieces in enumerate(sources):
-        limit = max(1, math.floor(search.max_len_ratio * (len(pieces) + 1) + search.max_len_offset))
-        groups.setdefault(min(limit, exported.positions - 1), []).append(i)
-    results: list[list[Hypothesis]] = [[] for _ in sources]
+    if not sources:
+        return []
+    limits = [_length_limit(exported, search, len(pieces)) for pieces in sources]
+    results = _translate_within(
+        exported, sources, range(len(sources)), max(limits), search, max_tokens,
+        return_attention,
+    )  # fmt: skip
+    at_limit: dict[int, list[int]] = {}  # by limit: the sources whose search reached it
+    for i, output in enumerate(results):
+        if max(map(len, output.hypotheses)) > limits[i]:  # pieces, EOS included
+            at_limit.setdefault(limits[i], []).append(i)
+    for limit, members in at_limit.items():
+        for i, output in zip(members, _translate_within(
+            exported, sources, members, limit, search, max_tokens, return_attention
+        ), strict=True):  # fmt: skip
+            results[i] = output
+    return [_hypotheses(exported, output, search, return_attention) for output in results]
+
+
+def _length_limit(exported: Exported, search: SearchSettings, source_pieces: int) -> int:
+    """The most pieces a translation may have: floor(ratio * S + offset), S counting EOS,
+    at least 1 and at most the export's positions - 1."""
+    limit = math.floor(search.max_len_ratio * (source_pieces + 1) + search.max_len_offset)
+    return min(max(1, limit), exported.positions - 1)
+
+
+def _translate_within(
+    exported: Exported,
+    sources: Sequence[Sequence[str]],
+    members: Sequence[int],
+    limit: int,
+    search: SearchSettings,
+    max_tokens: int,
+    return_attention: bool,
+) -> list[Any]:
+    """CTranslate2's results for ``sources[i]`` for i in ``members``, searched within
+    ``limit`` pieces (``limit + 1`` steps, the last one EOS or a piece that is dropped)."""
     one_by_one = return_attention and search.beam_size > 1
-    for limit, members in groups.items():
-        outputs = exported.translator.translate_batch(
-            [list(sources[i]) for i in members],
-            max_batch_size=1 if one_by_one else max_tokens,
-            batch_type="examples" if one_by_one else "tokens",
-            beam_size=search.beam_size,
-            num_hypotheses=search.beam_size,
-            length_penalty=NEAR_ZERO_PENALTY,
-            return_end_token=True,
-            return_scores=True,
-            return_attention=return_attention,
-            max_input_length=0,
-            min_decoding_length=0,
-            max_decoding_length=limit + 1,
-        )
-        for i, output in zip(members, outputs, strict=True):
-            results[i] = _hypotheses(exported, output, search, return_attention)
-    return results
+    return exported.translator.translate_batch(
+        [list(sources[i]) for i in members],
+        max_batch_size=1 if one_by_one else max_tokens,
+        batch_type="examples" if one_by_one else "tokens",
+        beam_size=search.beam_size,
+        num_hypotheses=search.beam_size,
+        length_penalty=NEAR_ZERO_PENALTY,
+        return_end_token=True,
+        return_scores=True,
+        return_attention=return_attention,
+        max_input_length=0,
+        min_decoding_length=0,
+        max_decoding_length=limit + 1,
+    )
 
 
 def translate_stream_ct2(

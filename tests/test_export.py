@@ -20,7 +20,13 @@ ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed (pip install -e '.[export]')"
 )
 
-from seq2seq.ct2_translate import load_export, translate_pieces, translate_stream_ct2  # noqa: E402
+from seq2seq.ct2_translate import (  # noqa: E402
+    NEAR_ZERO_PENALTY,
+    _hypotheses,
+    load_export,
+    translate_pieces,
+    translate_stream_ct2,
+)
 from seq2seq.export import POSITIONS, export_ctranslate2  # noqa: E402
 
 # A limit no test translation reaches: there the two searches are the same by construction
@@ -90,6 +96,30 @@ def test_float32_export_translates_as_seq2seq(
         for a, b in zip(mine.hypotheses, other.hypotheses, strict=True):
             assert b.score == pytest.approx(a.score, abs=1e-4)
             assert b.logprob == pytest.approx(a.logprob, abs=1e-4)
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_each_source_is_searched_within_its_own_length_limit(exported, trained_run, beam):
+    """Sources translated together (one call under the largest limit, then again those that
+    reached their own) get what each gets alone, searched within its own limit."""
+    export = load_export(exported, threads=1)
+    sources = [export.src.pieces(line) for line in _test_lines(trained_run) if line.strip()]
+    ratio, offset = 1.0, 0  # tight: some translations reach their limit, others end before
+    search = SearchSettings(beam, beam, 1.0, max_len_ratio=ratio, max_len_offset=offset)
+    together = translate_pieces(export, sources, search)
+    reached = 0
+    for pieces, hypotheses in zip(sources, together, strict=True):
+        limit = int(ratio * (len(pieces) + 1) + offset)
+        (alone,) = export.translator.translate_batch(
+            [pieces], beam_size=beam, num_hypotheses=beam, length_penalty=NEAR_ZERO_PENALTY,
+            return_end_token=True, return_scores=True, max_input_length=0,
+            min_decoding_length=0, max_decoding_length=limit + 1,
+        )  # fmt: skip
+        expected = _hypotheses(export, alone, search, with_attention=False)
+        assert [h.tokens for h in hypotheses] == [h.tokens for h in expected]
+        assert [h.score for h in hypotheses] == pytest.approx([h.score for h in expected])
+        reached += any(len(h.tokens) == limit for h in hypotheses)
+    assert 0 < reached < len(sources)  # both kinds of source were tested
 
 
 def test_export_attention_is_the_last_layers_mean_over_heads(
