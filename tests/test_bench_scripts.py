@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
@@ -337,3 +338,41 @@ def test_an_ensemble_is_scored_on_the_test_set_only_once(selection: ModuleType, 
     args = argparse.Namespace(out=tmp_path, name="pair", again=False)
     with pytest.raises(SystemExit, match="scored on the test set already"):
         selection.final(args)
+
+
+@pytest.fixture(scope="module")
+def profiler() -> ModuleType:
+    return load_script("profile_search")
+
+
+def test_operators_are_put_where_they_belong(profiler: ModuleType):
+    expected = {
+        "aten::addmm": "matrix products",
+        "aten::bmm": "matrix products",
+        "aten::_log_softmax": "softmax",
+        "aten::native_layer_norm": "layer norm",
+        "aten::topk": "beam bookkeeping",
+        "aten::index_select": "beam bookkeeping",
+        "aten::cat": "copies and reshapes",
+        "aten::expand": "copies and reshapes",
+        "aten::add": "element-wise",
+        "aten::embedding": "element-wise",
+        "aten::_local_scalar_dense": "other operators",
+    }
+    assert {name: profiler.category(name) for name in expected} == expected
+    output_layer = [[30, 256], [8000, 256], [8000]]  # the inputs of the vocabulary projection
+    assert profiler.category("aten::addmm", output_layer, vocab=8000) == (
+        "matrix products of the output layer (vocabulary)"
+    )
+    assert profiler.category("aten::addmm", [[30, 256], [1024, 256]], vocab=8000) == (
+        "matrix products"
+    )
+    assert profiler.category("aten::topk", [[30, 8000]], vocab=8000) == "beam bookkeeping"
+
+
+def test_the_profiled_time_is_split_without_loss(profiler: ModuleType):
+    a, b = torch.randn(128, 128), torch.randn(128, 128)
+    wall, seconds = profiler.profiled_shares(lambda: [a @ b for _ in range(50)])
+    assert sum(seconds.values()) >= wall * (1 - 1e-9)  # every second of the run is somewhere
+    assert seconds["matrix products"] > 0
+    assert seconds[profiler.BETWEEN_OPERATORS] >= 0
