@@ -17,7 +17,7 @@ DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
 	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines \
-	bench-serve
+	bench-serve profile-search
 
 install: $(STAMP)
 
@@ -129,6 +129,13 @@ bench-engines: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
 	$(RUN_PY) scripts/bench_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
 	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz
+
+# Where beam search spends its time on the same checkpoint (the first 500 sentences of
+# test_2016, profiled by operator); not in `bench`.
+profile-search: $(STAMP) multi30k
+	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
+	$(RUN_PY) scripts/profile_search.py --ckpt $(ENGINES_CKPT) \
+	  --src data/multi30k/test_2016_flickr.en.gz --json $(BENCH)/profile-search.json
 
 # `seq2seq serve --ckpt SERVE_CKPT` on 127.0.0.1 under 1, 8 and 32 clients sending single
 # test_2016 sentences, SERVE_SECONDS each: latency, sentences/s, peak RSS, lost requests,
