@@ -340,8 +340,7 @@ def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     return {
         "setting": setting.key,
         "scores": scores,
-        "bootstrap": {"baseline": best, "p_value": test_result.p_value,
-                      "signature": test_result.signature},
+        "bootstrap": {"baseline": best, **test_result},
     }  # fmt: skip
 
 

@@ -376,3 +376,41 @@ def test_the_profiled_time_is_split_without_loss(profiler: ModuleType):
     assert sum(seconds.values()) >= wall * (1 - 1e-9)  # every second of the run is somewhere
     assert seconds["matrix products"] > 0
     assert seconds[profiler.BETWEEN_OPERATORS] >= 0
+
+
+def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
+    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """final on an ensemble: each member under its recipe's setting, the ensemble under its
+    own, the paired bootstrap against the best member, all recorded once."""
+    write_seed(tmp_path / "anchor", 1, {"last-5@lp1.5": 40.0})
+    write_seed(tmp_path / "anchor", 2, {"last-5@lp1.5": 39.0})
+    write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
+    write_json(tmp_path / "pair" / "val.json", {"ensemble@lp2": {"bleu_literature": 41.0}})
+    refs = ["a b c d", "e f g h", "i j k l"]
+    ref = tmp_path / "ref.txt"
+    ref.write_text("".join(line + "\n" for line in refs))
+    outputs = {"anchor:1": ["a b c x", "e f x x", "i x x x"], "anchor:2": ["x x x x"] * 3}
+    outputs["ensemble"] = refs
+    calls = []
+
+    def fake_evaluate(model, src, ref_path, folder, beam, lp):
+        name = "ensemble" if isinstance(model, list) else str(model)
+        calls.append((name, lp))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hypotheses.txt").write_text("".join(h + "\n" for h in outputs[name]))
+        bleu = {"anchor:1": 30.0, "anchor:2": 10.0, "ensemble": 90.0}[name]
+        return {"bleu_literature": bleu, "bleu": bleu, "chrf": bleu}
+
+    monkeypatch.setattr(selection, "evaluate", fake_evaluate)
+    monkeypatch.setattr(selection, "member_model", lambda out, member: member)
+    monkeypatch.setattr(selection, "split_files", lambda *args: (ref, ref))
+    args = argparse.Namespace(out=tmp_path, name="pair", again=False, data=tmp_path,
+                              test_split="test_2016_flickr", pair="en-de", beam=5)  # fmt: skip
+    selection.final(args)
+    assert calls == [("anchor:1", 1.5), ("anchor:2", 1.5), ("ensemble", 2.0)]
+    (record,) = json.loads((tmp_path / "pair" / "final.json").read_text())
+    assert record["setting"] == "ensemble@lp2"
+    assert record["bootstrap"]["baseline"] == "anchor:1"
+    assert 0 < record["bootstrap"]["p_value"] <= 1
+    assert record["bootstrap"]["b"]["score"] > record["bootstrap"]["a"]["score"]
