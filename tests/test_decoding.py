@@ -27,12 +27,14 @@ def test_streamed_and_all_at_once_translations_agree(trained_run: dict):
     lines) batch differently; the translations and scores are the same."""
     lines = (trained_run["corpus"] / "test.en").read_text().splitlines()[:40]
     lines[5] = ""  # a blank line: an empty translation either way
-    decoder = open_decoder("evaluate", [str(trained_run["ckpt"])], None, DecodeOptions(beam=3))
+    options = DecodeOptions(beam=3)
+    decoder = open_decoder("translate", [str(trained_run["ckpt"])], None, options, n_best=3)
     arriving = [*lines[:7], None, *lines[7:]]  # the input paused after line 7
     streamed = list(decoder.stream(arriving, progress=False))
     at_once = decoder.translate_all(lines)
     assert [t.source for t in streamed] == lines
     assert [t.texts for t in streamed] == [t.texts for t in at_once]
+    assert all(len(t.hypotheses) == 3 for t in at_once if t.source)
     for a, b in zip(streamed, at_once, strict=True):
         assert [h.score for h in a.hypotheses] == pytest.approx([h.score for h in b.hypotheses])
     assert streamed[5].text == ""
