@@ -102,10 +102,13 @@ def final_models(run_dir: Path, folder: Path) -> dict[str, Path]:
 
 
 def fit(args: argparse.Namespace, seed: int, folder: Path) -> dict[str, Any]:
-    """Train the recipe with one seed (or find it trained); the fit's time and memory."""
+    """Train the recipe with one seed (or find it trained); the fit's time and memory. A fit
+    that was stopped (its run has a last.ckpt but no train.json) continues from where it
+    stopped, and its record says so: its time is then that of the last part alone."""
     done = folder / "train.json"
     if done.exists():
         return json.loads(done.read_text())
+    resumed = (folder / "run" / "checkpoints" / "last.ckpt").exists()
     command = [*SEQ2SEQ, "fit"]
     for config in args.config:
         command += ["--config", str(config)]
@@ -114,11 +117,13 @@ def fit(args: argparse.Namespace, seed: int, folder: Path) -> dict[str, Any]:
         "--data.source", str(args.data), "--trainer.default_root_dir", str(folder / "run"),
         "--trainer.enable_progress_bar", "false", *args.override,
     ]  # fmt: skip
+    command += ["--ckpt_path", "last"] if resumed else []
     print(f"[{args.name} seed {seed}] {' '.join(command[2:])}", flush=True)
     usage = run(command, folder / "fit.out", folder / "fit.log")
     if usage["status"] != 0:
         raise RuntimeError(f"training failed (exit {usage['status']}), see {folder / 'fit.log'}")
     record = {"seconds": usage["seconds"], "peak_rss_mb": usage["peak_rss_mb"], "seed": seed}
+    record["resumed"] = resumed
     done.write_text(json.dumps(record, indent=2) + "\n")
     return record
 
@@ -186,11 +191,12 @@ def val_rows(out: Path) -> list[str]:
         cells.append(f"{setting.length_penalty:g}")
         for metric in ("bleu_literature", "bleu", "chrf"):
             cells.append(mean_and_spread([s[setting.key][metric] for s in per_seed.values()]))
-        minutes = [
-            json.loads((recipe_dir / f"seed{seed}" / "train.json").read_text())["seconds"] / 60
-            for seed in per_seed
+        fits = [
+            json.loads((recipe_dir / f"seed{seed}" / "train.json").read_text()) for seed in per_seed
         ]
-        cells.append(f"{statistics.mean(minutes):.0f}")
+        minutes = f"{statistics.mean(fit['seconds'] / 60 for fit in fits):.0f}"
+        resumed = any(fit.get("resumed") for fit in fits)
+        cells.append(minutes + (" (resumed: the last part)" if resumed else ""))
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 

@@ -414,3 +414,32 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
     assert record["bootstrap"]["baseline"] == "anchor:1"
     assert 0 < record["bootstrap"]["p_value"] <= 1
     assert record["bootstrap"]["b"]["score"] > record["bootstrap"]["a"]["score"]
+
+
+@pytest.mark.parametrize("stopped", [False, True])
+def test_a_stopped_fit_continues_from_its_last_checkpoint(
+    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stopped: bool
+):
+    folder = tmp_path / "anchor" / "seed1"
+    if stopped:
+        (folder / "run" / "checkpoints").mkdir(parents=True)
+        (folder / "run" / "checkpoints" / "last.ckpt").write_bytes(b"")
+    folder.mkdir(parents=True, exist_ok=True)
+    commands = []
+
+    def fake_run(command, stdout, stderr):
+        commands.append(command)
+        return {"status": 0, "seconds": 60.0, "peak_rss_mb": 100.0}
+
+    monkeypatch.setattr(selection, "run", fake_run)
+    args = argparse.Namespace(name="anchor", config=[Path("base.yaml")], data=tmp_path,
+                              override=[])  # fmt: skip
+    record = selection.fit(args, 1, folder)
+    (command,) = commands
+    assert (command[-2:] == ["--ckpt_path", "last"]) is stopped
+    assert record["resumed"] is stopped
+    assert json.loads((folder / "train.json").read_text()) == record
+    write_json(folder / "val.json", {"last-1@lp1": {"bleu_literature": 1, "bleu": 1, "chrf": 1}})
+    write_json(tmp_path / "anchor" / "recipe.json", {"config": ["base.yaml"], "override": []})
+    (row,) = selection.val_rows(tmp_path)
+    assert row.endswith("| 1 (resumed: the last part) |" if stopped else "| 1 |")
