@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ import torch
 
 from seq2seq.errors import Seq2SeqError
 from seq2seq.export import DESCRIPTION, DESCRIPTION_FORMAT, import_ctranslate2
-from seq2seq.search import Hypothesis, SearchSettings, length_penalty
+from seq2seq.search import Hypothesis, SearchSettings, length_penalty, max_output_lengths
 from seq2seq.tokenizer import Tokenizer
 from seq2seq.translator import Translation, translated_chunks
 
@@ -157,28 +156,24 @@ def translate_pieces(
     check_search(search)
     if not sources:
         return []
-    limits = [_length_limit(exported, search, len(pieces)) for pieces in sources]
+    src_lens = torch.tensor([len(pieces) + 1 for pieces in sources])  # with EOS, as seq2seq
+    limits = max_output_lengths(src_lens, search.max_len_ratio, search.max_len_offset)
+    limits = limits.clamp(max=exported.positions - 1).tolist()
+    everything = range(len(sources))
     results = _translate_within(
-        exported, sources, range(len(sources)), max(limits), search, max_tokens,
-        return_attention,
-    )  # fmt: skip
+        exported, sources, everything, max(limits), search, max_tokens, return_attention
+    )
     at_limit: dict[int, list[int]] = {}  # by limit: the sources whose search reached it
     for i, output in enumerate(results):
         if max(map(len, output.hypotheses)) > limits[i]:  # pieces, EOS included
             at_limit.setdefault(limits[i], []).append(i)
     for limit, members in at_limit.items():
-        for i, output in zip(members, _translate_within(
+        again = _translate_within(
             exported, sources, members, limit, search, max_tokens, return_attention
-        ), strict=True):  # fmt: skip
+        )
+        for i, output in zip(members, again, strict=True):
             results[i] = output
     return [_hypotheses(exported, output, search, return_attention) for output in results]
-
-
-def _length_limit(exported: Exported, search: SearchSettings, source_pieces: int) -> int:
-    """The most pieces a translation may have: floor(ratio * S + offset), S counting EOS,
-    at least 1 and at most the export's positions - 1."""
-    limit = math.floor(search.max_len_ratio * (source_pieces + 1) + search.max_len_offset)
-    return min(max(1, limit), exported.positions - 1)
 
 
 def _translate_within(
