@@ -253,10 +253,11 @@ def final(args: argparse.Namespace) -> None:
 
 def final_seeds(args: argparse.Namespace, recipe_dir: Path) -> dict[str, Any]:
     """The test scores of each seed of a recipe under the setting val chose."""
-    setting = chosen_setting(seed_scores(recipe_dir))
+    per_seed = seed_scores(recipe_dir)
+    setting = chosen_setting(per_seed)
     test = split_files(args.data, args.test_split, args.pair, None, recipe_dir)
     scores = {}
-    for seed in seed_scores(recipe_dir):
+    for seed in per_seed:
         folder = recipe_dir / f"seed{seed}"
         checkpoint = final_models(folder / "run", folder)[setting.model]
         scores[seed] = evaluate(
@@ -268,15 +269,16 @@ def final_seeds(args: argparse.Namespace, recipe_dir: Path) -> dict[str, Any]:
 ENSEMBLE = "ensemble"  # the "model" of an ensemble's settings: its members' chosen models
 
 
-def member_model(out: Path, member: str) -> Path:
-    """The model of ``member`` (``recipe:seed``): the one its recipe's val-chosen setting
-    names, from that seed's run."""
+def member_model(out: Path, member: str) -> tuple[Path, Setting]:
+    """The model of ``member`` (``recipe:seed``) and its recipe's val-chosen setting, which
+    names that model in the seed's run."""
     recipe, _, seed = member.partition(":")
     per_seed = seed_scores(out / recipe)
     if not seed.isdigit() or int(seed) not in per_seed:
         sys.exit(f"no val-scored seed {seed!r} of {recipe!r} in {out} (members are recipe:seed)")
     folder = out / recipe / f"seed{seed}"
-    return final_models(folder / "run", folder)[chosen_setting(per_seed).model]
+    setting = chosen_setting(per_seed)
+    return final_models(folder / "run", folder)[setting.model], setting
 
 
 def ensemble(args: argparse.Namespace) -> None:
@@ -287,7 +289,7 @@ def ensemble(args: argparse.Namespace) -> None:
     if known.exists() and json.loads(known.read_text())["members"] != args.members:
         sys.exit(f"{args.name} is an ensemble of other members ({known}); choose another --name")
     known.write_text(json.dumps({"members": args.members}, indent=2) + "\n")
-    models = [member_model(args.out, member) for member in args.members]
+    models = [member_model(args.out, member)[0] for member in args.members]
     val = split_files(args.data, VAL_SPLIT, args.pair, None, folder)
     done = folder / "val.json"
     scores = json.loads(done.read_text()) if done.exists() else {}
@@ -325,23 +327,17 @@ def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     members = json.loads((folder / "ensemble.json").read_text())["members"]
     setting = chosen_setting({0: json.loads((folder / "val.json").read_text())})
     test = split_files(args.data, args.test_split, args.pair, None, folder)
-    scratch = folder / args.test_split
+    scratch = {name: folder / args.test_split / name.replace(":", "-seed")
+               for name in (*members, ENSEMBLE)}  # fmt: skip
+    chosen = {member: member_model(args.out, member) for member in members}
     scores = {}
-    for member in members:
-        recipe = member.partition(":")[0]
-        lp = chosen_setting(seed_scores(args.out / recipe)).length_penalty
-        member_folder = scratch / member.replace(":", "-seed")
-        scores[member] = evaluate(member_model(args.out, member), *test, member_folder,
-                                  args.beam, lp)  # fmt: skip
-    models = [member_model(args.out, member) for member in members]
-    scores[ENSEMBLE] = evaluate(
-        models, *test, scratch / ENSEMBLE, args.beam, setting.length_penalty
-    )
+    for member, (model, member_setting) in chosen.items():
+        scores[member] = evaluate(model, *test, scratch[member], args.beam,
+                                  member_setting.length_penalty)  # fmt: skip
+    models = [model for model, _ in chosen.values()]
+    scores[ENSEMBLE] = evaluate(models, *test, scratch[ENSEMBLE], args.beam, setting.length_penalty)
     best = max(members, key=lambda m: scores[m]["bleu_literature"])
-    hypotheses = [
-        read_lines(scratch / name.replace(":", "-seed") / "hypotheses.txt")
-        for name in (best, ENSEMBLE)
-    ]
+    hypotheses = [read_lines(scratch[name] / "hypotheses.txt") for name in (best, ENSEMBLE)]
     test_result = paired_bootstrap(*hypotheses, read_lines(test[1]))
     return {
         "setting": setting.key,

@@ -403,7 +403,8 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
         return {"bleu_literature": bleu, "bleu": bleu, "chrf": bleu}
 
     monkeypatch.setattr(selection, "evaluate", fake_evaluate)
-    monkeypatch.setattr(selection, "member_model", lambda out, member: member)
+    chosen = selection.Setting("last-5", 1.5)  # what the seeds' val.json above choose
+    monkeypatch.setattr(selection, "member_model", lambda out, member: (member, chosen))
     monkeypatch.setattr(selection, "split_files", lambda *args: (ref, ref))
     args = argparse.Namespace(out=tmp_path, name="pair", again=False, data=tmp_path,
                               test_split="test_2016_flickr", pair="en-de", beam=5)  # fmt: skip
