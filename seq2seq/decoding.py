@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated
 
 from seq2seq.checkpoint import Trained, check_checkpoint_path
 from seq2seq.command_line import Range, UsageError
@@ -69,31 +69,39 @@ def search_settings(
     return replace(configured, **changes)
 
 
-class Decoder(Protocol):
-    """A model opened for translating, with the search the options made of its own."""
+@dataclass(frozen=True)
+class Decoder:
+    """A model opened for translating, with the search the options made of its own; the
+    engine's subclass says how it translates.
 
-    @property
-    def search(self) -> SearchSettings: ...
+    Attributes:
+        search: the model's search changed by the options (``search_settings``)
+        options: the options, for the batches' sizes
+    """
+
+    search: SearchSettings
+    options: DecodeOptions
 
     @property
     def tgt_lang(self) -> str | None:
         """The target language the model was trained for (None: not recorded)."""
+        raise NotImplementedError
 
     def stream(self, lines: Iterable[str | None], progress: bool) -> Iterator[Translation]:
         """The translations of ``lines`` as they come, in input order, translated in chunks
         (a ``None`` in ``lines``: the input paused, so the chunk ends early)."""
+        raise NotImplementedError
 
     def translate_all(self, lines: Sequence[str]) -> list[Translation]:
         """The translations of all ``lines``, in their order, with a progress bar."""
+        return list(self.stream(lines, progress=True))
 
 
 @dataclass(frozen=True)
-class CheckpointDecoder:
+class CheckpointDecoder(Decoder):
     """Checkpoints (one model, or several as an ensemble) searched by seq2seq."""
 
     trained: Trained
-    search: SearchSettings
-    options: DecodeOptions
 
     @property
     def tgt_lang(self) -> str | None:
@@ -114,12 +122,10 @@ class CheckpointDecoder:
 
 
 @dataclass(frozen=True)
-class ExportDecoder:
+class ExportDecoder(Decoder):
     """A CTranslate2 export, searched by CTranslate2 under seq2seq's search semantics."""
 
     exported: Exported
-    search: SearchSettings
-    options: DecodeOptions
 
     @property
     def tgt_lang(self) -> str | None:
@@ -132,9 +138,6 @@ class ExportDecoder:
             self.exported, lines, self.search, self.options.max_tokens, progress=progress,
             max_source_len=self.options.max_source_len,
         )  # fmt: skip
-
-    def translate_all(self, lines: Sequence[str]) -> list[Translation]:
-        return list(self.stream(lines, progress=True))
 
 
 def check_model_options(command: str, ckpt: list[str] | None, ctranslate2: str | None) -> None:
@@ -165,6 +168,7 @@ def open_decoder(
         exported = load_export(ctranslate2)
         search = search_settings(options, exported.search, n_best)
         check_search(search)
-        return ExportDecoder(exported, search, options)
+        return ExportDecoder(search, options, exported=exported)
     trained = load_ensemble(ckpt or [])
-    return CheckpointDecoder(trained, search_settings(options, trained.search, n_best), options)
+    search = search_settings(options, trained.search, n_best)
+    return CheckpointDecoder(search, options, trained=trained)
