@@ -5,7 +5,8 @@ Each run is a process of its own that loads its engine, then translates every li
 ``--src`` under one search (beam 5 or greedy, seq2seq's search semantics on both engines,
 see seq2seq/ct2_translate.py) with ``--threads`` threads, and reports sentences/s (its
 own clock around translation: loading left out), its peak RSS, and the cased sacreBLEU
-of its output against ``--ref``. Rounds alternate the engines (A B C D A B C D) so that
+of its output against ``--ref``. seq2seq runs as the ``seq2seq`` command runs it, with
+freed memory kept in the process (``seq2seq.speedups.malloc``). Rounds alternate the engines (A B C D A B C D) so that
 a slow spell of a shared machine hits all of them; the table gives medians.
 
     python scripts/bench_engines.py --ckpt CKPT --src test.en.gz --ref test.de.gz \\
@@ -45,7 +46,9 @@ def translate_once(args: argparse.Namespace) -> None:
     beam = SEARCHES[args.search]
     if args.engine.startswith("seq2seq"):
         from seq2seq.checkpoint import load_trained
+        from seq2seq.speedups.malloc import keep_freed_memory
 
+        keep_freed_memory()  # as the seq2seq command does
         trained = load_trained(args.ckpt)
         search = replace(trained.search, beam_size=beam, bf16=args.engine.endswith("bf16"))
         start = time.perf_counter()

@@ -25,6 +25,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from seq2seq.checkpoint import load_trained
+from seq2seq.speedups.malloc import keep_freed_memory
 from seq2seq.text_lines import read_lines
 from seq2seq.translator import translate_lines
 
@@ -93,6 +94,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as the seq2seq command does
     trained = load_trained(args.ckpt)
     search = replace(trained.search, beam_size=args.beam, n_best=1)
     lines = read_lines(args.src)[: args.lines]
