@@ -1,7 +1,8 @@
 """Greedy and batched beam search, written once against the encoder-decoder contract.
 
 Both drop a sentence from the batch as soon as it is finished, so the remaining
-sentences run on a smaller state. Shapes: B sentences, K beam size, V vocabulary,
+sentences run on a smaller state; beam search's first step runs one row per sentence
+(all K beams would be the same), not K. Shapes: B sentences, K beam size, V vocabulary,
 S source length, A sentences still active.
 """
 
@@ -191,27 +192,32 @@ def _beam(
     keep_attn: bool,
 ) -> list[list[Hypothesis]]:
     B, eos, device = src_lens.size(0), model.vocab.eos_id, src_lens.device
-    state = state.select(torch.arange(B, device=device).repeat_interleave(K))  # rows a*K + k
+    if 2 * K <= model.vocab.tgt_size:
+        # All K beams would start identical: the first step runs one row per sentence, and
+        # choosing its 2K best candidates expands the state to K rows.
+        scores = torch.zeros(B, 1, device=device)
+    else:  # too few candidates in one row: start from K rows, all but the first at -inf
+        state = state.select(torch.arange(B, device=device).repeat_interleave(K))
+        scores = torch.full((B, K), float("-inf"), device=device)
+        scores[:, 0] = 0.0
     active = torch.arange(B, device=device)
-    scores = torch.full((B, K), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
-    prev = torch.full((B * K,), model.vocab.bos_id, dtype=torch.long, device=device)
-    tokens = prev.new_zeros(B * K, 0)
+    prev = torch.full((scores.numel(),), model.vocab.bos_id, dtype=torch.long, device=device)
+    tokens = prev.new_zeros(scores.numel(), 0)
     trail = AttentionTrail() if keep_attn else None
     parents: Tensor | None = None  # rows of the step before
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     n_finished = torch.zeros(B, dtype=torch.long, device=device)  # len(finished[i])
     t = 0
     while active.numel():
-        A = active.numel()
-        logprobs, state, attn = model.step(prev, state, need_weights=keep_attn)  # [A*K, V]
+        A, beams = scores.shape  # beams: 1 on an unexpanded first step, then K
+        logprobs, state, attn = model.step(prev, state, need_weights=keep_attn)  # [A*beams, V]
         at_limit = max_lens[active] <= t  # [A]
-        logprobs = _force_eos(logprobs, at_limit.repeat_interleave(K), eos)
+        logprobs = _force_eos(logprobs, at_limit.repeat_interleave(beams), eos)
         V = logprobs.size(-1)
-        candidates = logprobs.add_(scores.view(-1, 1)).view(A, K * V)  # in place, as above
+        candidates = logprobs.add_(scores.view(-1, 1)).view(A, beams * V)  # in place, as above
         cand_scores, cand_ids = candidates.topk(2 * K, dim=1)  # [A, 2K]
         beam, token = cand_ids // V, cand_ids % V
-        rows = beam + torch.arange(A, device=device).unsqueeze(1) * K  # [A, 2K] rows of state
+        rows = beam + torch.arange(A, device=device).unsqueeze(1) * beams  # [A, 2K] of state
         if trail is not None:
             trail.add(attn, parents)
 

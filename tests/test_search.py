@@ -196,3 +196,50 @@ def test_forward_hooks_on_the_attention_see_every_decoder_step(family):
     finally:
         handle.remove()
     assert len(calls) == len(hyp.tokens) + 1  # every output token and EOS
+
+
+def reference_beam(model, src, src_len, K, alpha, limit):
+    """Beam search for one sentence spelled out hypothesis by hypothesis: every step scores
+    all continuations of the live beams, EOS among the K best finishes a hypothesis, the K
+    best others live on, and the search ends with K finished or at ``limit`` (where only
+    EOS may follow). Returns (tokens, score) of every finished hypothesis, best first."""
+    state = model.start(model.encode(src, torch.tensor([src_len])))
+    beams = [([], 0.0, state)]  # (tokens, log-probability, state before the next token)
+    finished = []
+    for t in range(limit + 1):
+        candidates = []
+        for tokens, total, beam_state in beams:
+            prev = torch.tensor([tokens[-1] if tokens else VOCAB.bos_id])
+            logprobs, next_state, _ = model.step(prev, beam_state)
+            allowed = [VOCAB.eos_id] if t >= limit else range(VOCAB.tgt_size)
+            for token in allowed:
+                candidates.append((total + float(logprobs[0, token]), tokens, token, next_state))
+        candidates.sort(key=lambda candidate: -candidate[0])
+        for total, tokens, token, _ in candidates[:K]:
+            if token == VOCAB.eos_id:
+                finished.append((tokens, total / length_penalty(t + 1, alpha)))
+        if len(finished) >= K or t >= limit:
+            break
+        living = [c for c in candidates[: 2 * K] if c[2] != VOCAB.eos_id][:K]
+        beams = [(tokens + [token], total, state) for total, tokens, token, state in living]
+    return sorted(finished, key=lambda hypothesis: -hypothesis[1])
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer"])
+@pytest.mark.parametrize("beam_size", [3, 7])  # 2K <= V: a first step of one row; 2K > V: K rows
+def test_beam_finds_what_the_beam_search_spelled_out_finds(family, beam_size):
+    model, src, src_lens = setup_model()
+    if family == "transformer":
+        model = small_transformer()
+    search = SearchSettings(beam_size=beam_size, n_best=beam_size, length_penalty=0.8)
+    limits = max_output_lengths(src_lens, search.max_len_ratio, search.max_len_offset)
+    results = translate_batch(model, src, src_lens, search)
+    with torch.no_grad():
+        for i, nbest in enumerate(results):
+            length = int(src_lens[i])
+            expected = reference_beam(
+                model, src[i : i + 1, :length], length, beam_size, 0.8, int(limits[i])
+            )
+            assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected][:beam_size]
+            for h, (_, score) in zip(nbest, expected, strict=False):
+                assert abs(h.score - score) < 1e-4
