@@ -134,6 +134,40 @@ def _force_eos(logprobs: Tensor, rows: Tensor, eos_id: int) -> Tensor:
     return logprobs
 
 
+BLOCK = 64  # vocabulary entries per block in best_continuations
+
+
+def best_continuations(logprobs: Tensor, scores: Tensor, count: int) -> tuple[Tensor, Tensor]:
+    """The ``count`` best continuations of each sentence's beams, best first.
+
+    logprobs [A * beams, V] (row a * beams + b: beam b of sentence a), scores [A, beams].
+    Returns the largest sums scores[a, b] + logprobs[a * beams + b, v] over (b, v), [A, count],
+    and their ids b * V + v [A, count]: a top-k over the [A, beams * V] sums, without
+    writing them or searching them all. Each row is cut into blocks of BLOCK entries; with
+    no ties, a block holding one of the ``count`` best sums has a larger maximum than every
+    block holding none, so the ``count`` blocks of largest maxima hold them all.
+    """
+    A, beams = scores.shape
+    N, V = logprobs.shape
+    full = V // BLOCK
+    maxima = logprobs[:, : full * BLOCK].view(N, full, BLOCK).amax(-1)  # [N, full]
+    if full * BLOCK < V:  # a shorter last block
+        maxima = torch.cat([maxima, logprobs[:, full * BLOCK :].amax(-1, keepdim=True)], dim=1)
+    blocks = maxima.size(1)
+    block_sums = (maxima + scores.view(-1, 1)).view(A, beams * blocks)
+    chosen = block_sums.topk(min(count, beams * blocks), dim=1).indices  # [A, C]
+    first_row = torch.arange(A, device=scores.device).unsqueeze(1) * beams  # [A, 1]
+    rows = (first_row + chosen // blocks).unsqueeze(2)  # [A, C, 1]
+    entries = (chosen % blocks).unsqueeze(2) * BLOCK + torch.arange(BLOCK, device=scores.device)
+    inside = entries < V  # [A, C, BLOCK]: False past the end of a shorter last block
+    entries = entries.clamp(max=V - 1)
+    sums = logprobs[rows, entries] + scores.view(-1)[rows]  # [A, C, BLOCK]
+    sums = sums.masked_fill(~inside, float("-inf")).view(A, -1)
+    best, where = sums.topk(count, dim=1)  # [A, count]
+    beam = (rows.expand_as(entries).reshape(A, -1) - first_row).gather(1, where)
+    return best, beam * V + entries.view(A, -1).gather(1, where)
+
+
 def _greedy(
     model: EncoderDecoder,
     state: State,
@@ -214,8 +248,7 @@ def _beam(
         at_limit = max_lens[active] <= t  # [A]
         logprobs = _force_eos(logprobs, at_limit.repeat_interleave(beams), eos)
         V = logprobs.size(-1)
-        candidates = logprobs.add_(scores.view(-1, 1)).view(A, beams * V)  # in place, as above
-        cand_scores, cand_ids = candidates.topk(2 * K, dim=1)  # [A, 2K]
+        cand_scores, cand_ids = best_continuations(logprobs, scores, 2 * K)  # [A, 2K]
         beam, token = cand_ids // V, cand_ids % V
         rows = beam + torch.arange(A, device=device).unsqueeze(1) * beams  # [A, 2K] of state
         if trail is not None:

@@ -6,8 +6,10 @@ import torch
 from seq2seq.model import VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.search import (
+    BLOCK,
     SearchSettings,
     _beam,
+    best_continuations,
     length_penalty,
     max_output_lengths,
     translate_batch,
@@ -243,3 +245,20 @@ def test_beam_finds_what_the_beam_search_spelled_out_finds(family, beam_size):
             assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected][:beam_size]
             for h, (_, score) in zip(nbest, expected, strict=False):
                 assert abs(h.score - score) < 1e-4
+
+
+@pytest.mark.parametrize("vocab", [3 * BLOCK, 3 * BLOCK + 5, 12, BLOCK - 1])
+@pytest.mark.parametrize("beams", [1, 4])
+def test_best_continuations_are_the_top_k_of_every_sum(vocab, beams):
+    """Searching only the blocks of largest maxima finds what a top-k over all the sums
+    finds, whole blocks or a shorter last one, and rows forced to EOS (-inf elsewhere)."""
+    generator = torch.Generator().manual_seed(vocab + beams)
+    A, count = 6, min(8, beams * vocab)
+    logprobs = torch.randn(A * beams, vocab, generator=generator).log_softmax(-1)
+    logprobs[1, :-1] = float("-inf")  # a row at its length limit: EOS (the last id) alone
+    scores = torch.randn(A, beams, generator=generator)
+    expected = (logprobs + scores.view(-1, 1)).view(A, beams * vocab).topk(count, dim=1)
+    values, ids = best_continuations(logprobs, scores, count)
+    assert torch.equal(values, expected.values)
+    finite = values.isfinite()
+    assert torch.equal(ids[finite], expected.indices[finite])
