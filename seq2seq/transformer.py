@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq.attention import MultiHeadAttention
-from seq2seq.model import EncoderDecoder, Memory, VocabSpec
+from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec
 from seq2seq.speedups.beam_shared_source import SharedSourceState, group_queries, ungroup_weights
 from seq2seq.speedups.cpu_dropout import Dropout
 
@@ -133,14 +133,16 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        cache: KV | None,
+        past: KV | None,
+        past_rows: Tensor | None,
         self_lens: Tensor | None,
         cross_kv: KV,
         src_lens: Tensor,
         need_weights: bool,
         group: int = 1,
     ) -> tuple[Tensor, Tensor | None, KV]:
-        """x [B, T, d] at the positions after ``cache`` (earlier keys/values [B, H, t, dh]).
+        """x [B, T, d] at the positions after ``past`` (earlier keys/values [M, H, t, dh], of
+        which row ``past_rows[i]`` [B] precedes row i of x), or None: no earlier positions.
 
         self_lens: [B, T] causal valid lengths, or None when every key is visible.
         cross_kv [B / group, H, S, dh] and src_lens [B / group]: each memory row serves
@@ -149,8 +151,8 @@ class DecoderLayer(nn.Module):
         """
         h = self.self_block.inputs(x)
         keys, values = self.self_attn.prepare(h, h)  # [B, H, T, dh]
-        if cache is not None:
-            keys, values = torch.cat([cache[0], keys], dim=2), torch.cat([cache[1], values], dim=2)
+        if past is not None and past_rows is not None:
+            keys, values = appended(past[0], past_rows, keys), appended(past[1], past_rows, values)
         attended, _ = self.self_attn(h, keys, values, self_lens, prepared=True, need_weights=False)
         x = self.self_block.output(x, attended)
         h = self.cross_block.inputs(x)
@@ -163,18 +165,49 @@ class DecoderLayer(nn.Module):
         return x, weights, (keys, values)
 
 
+def appended(past: Tensor, rows: Tensor, new: Tensor) -> Tensor:
+    """past [M, H, t, dh] at ``rows`` [N], then new [N, H, T, dh]: [N, H, t + T, dh], written
+    in one copy (not a selection of ``past`` and then a concatenation)."""
+    past = past.to(new.dtype)  # autocast: the first step's empty past is float32
+    if torch.is_grad_enabled():  # a write into out= cannot be differentiated
+        return torch.cat([past.index_select(0, rows), new], dim=2)
+    N, H, T, dh = new.shape
+    t = past.size(2)
+    out = new.new_empty(N, H, t + T, dh)
+    torch.index_select(past, 0, rows, out=out[:, :, :t])
+    out[:, :, t:] = new
+    return out
+
+
+@dataclass
+class KeyValueCache(State):
+    """Every decoder layer's self-attention keys and values so far, selected lazily.
+
+    kv: per layer (keys, values) [M, H, t, dh]; rows [N]: the row of ``kv`` that each of
+    the N decoder rows continues. Search reorders the rows at every step: ``select`` only
+    picks from ``rows``, and the next step copies the picked rows once, along with its new
+    keys and values (``appended``).
+    """
+
+    kv: list[KV]
+    rows: Tensor
+
+    def select(self, indices: Tensor) -> KeyValueCache:
+        return KeyValueCache(self.kv, self.rows.index_select(0, indices))
+
+
 @dataclass
 class TransformerState(SharedSourceState):
     """The decoder's state for N rows, G = N / group sentences (see
     ``seq2seq.speedups.beam_shared_source``).
 
     cross: per layer, the source's keys/values [G, H, S, dh]; src_lens: [G];
-    cache: per layer, the self-attention keys/values so far [N, H, t, dh].
+    cache: the self-attention keys/values so far, t positions per row.
     """
 
     per_sentence: ClassVar[frozenset[str]] = frozenset({"cross", "src_lens"})
     cross: list[KV]
-    cache: list[KV]
+    cache: KeyValueCache
     src_lens: Tensor
     position: int  # target position of the next step
     group: int = 1
@@ -268,7 +301,7 @@ class Transformer(EncoderDecoder):
         x = self.positions(self.tgt_embed(tgt_in))
         weights = []
         for layer, cross_kv in zip(self.decoder, self._cross_kv(memory), strict=True):
-            x, layer_weights, _ = layer(x, None, causal, cross_kv, memory.lens, need_weights)
+            x, layer_weights, _ = layer(x, None, None, causal, cross_kv, memory.lens, need_weights)
             weights.append(layer_weights)
         logits = self.output(self.decoder_norm(x))  # [B, T, V]
         return logits, torch.stack(weights, dim=1) if need_weights else None  # [B, L, H, T, S]
@@ -276,23 +309,24 @@ class Transformer(EncoderDecoder):
     def start(self, memory: Memory) -> TransformerState:
         B, H = memory.states.size(0), self.decoder[0].self_attn.num_heads
         empty = memory.states.new_zeros(B, H, 0, self.decoder[0].self_attn.head_size)
-        cache = [(empty, empty) for _ in self.decoder]
+        rows = torch.arange(B, device=memory.states.device)
+        cache = KeyValueCache([(empty, empty) for _ in self.decoder], rows)
         return TransformerState(self._cross_kv(memory), cache, memory.lens, position=0)
 
     def step(
         self, prev_tokens: Tensor, state: TransformerState, need_weights: bool = True
     ) -> tuple[Tensor, TransformerState, Tensor | None]:
         x = self.positions(self.tgt_embed(prev_tokens.unsqueeze(1)), offset=state.position)
-        cache, weights = [], []
-        for layer, cross_kv, layer_cache in zip(
-            self.decoder, state.cross, state.cache, strict=True
-        ):
-            x, layer_weights, kv = layer(
-                x, layer_cache, None, cross_kv, state.src_lens, need_weights, state.group
+        past, rows = state.cache.kv, state.cache.rows
+        kv, weights = [], []
+        for layer, cross_kv, layer_past in zip(self.decoder, state.cross, past, strict=True):
+            x, layer_weights, layer_kv = layer(
+                x, layer_past, rows, None, cross_kv, state.src_lens, need_weights, state.group
             )
-            cache.append(kv)
+            kv.append(layer_kv)
             weights.append(layer_weights)  # [B, H, 1, S] or None
         logprobs = torch.log_softmax(self.output(self.decoder_norm(x)).squeeze(1), dim=-1)
+        cache = KeyValueCache(kv, torch.arange(x.size(0), device=x.device))
         next_state = dataclasses.replace(state, cache=cache, position=state.position + 1)
         if not need_weights:
             return logprobs, next_state, None
