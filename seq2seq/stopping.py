@@ -1,9 +1,10 @@
 """Stopping a run so that it can be resumed exactly.
 
 ``GracefulStop``: SIGINT (Ctrl-C) or SIGTERM (what schedulers send) finishes the current
-optimiser step, then every process stops together; ``fit`` then reports the step and the
-last checkpoint and exits with ``128 + signal`` (130, 143). A second signal ends the
-process at once without saving.
+optimiser step, then every process stops together, without the validation Lightning runs
+when a run stops early (a scheduler's grace period is short, and the epoch is unfinished);
+``fit`` then reports the step and the last checkpoint and exits with ``128 + signal`` (130,
+143). A second signal ends the process at once without saving.
 
 ``ResumableCheckpoint``: Lightning's ModelCheckpoint, whose ``last.ckpt`` also holds the
 final step of a run that stops mid-epoch (``max_steps``, ``max_time``, a signal) and the
@@ -72,6 +73,7 @@ class GracefulStop(Callback):
         if stopped_by:
             self.stopped_by = stopped_by
             trainer.should_stop = True
+            trainer.limit_val_batches = 0  # no validation (nor checkpoints) of a partial epoch
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         for signum, handler in self._previous.items():
@@ -84,8 +86,9 @@ class GracefulStop(Callback):
         if not self.stopped_by:
             return
         if trainer.is_global_zero:
-            checkpoint = trainer.checkpoint_callback
-            where = getattr(checkpoint, "last_model_path", "") or "no last checkpoint was written"
+            paths = [getattr(c, "last_model_path", "") for c in trainer.checkpoint_callbacks]
+            written = [path for path in paths if path]
+            where = written[0] if written else "no last checkpoint was written"
             name = signal.Signals(self.stopped_by).name
             print(
                 f"seq2seq: stopped by {name} at step {trainer.global_step}: {where} "

@@ -144,8 +144,13 @@ class Seq2SeqCLI(LightningCLI):
             settings["checkpoint.dirpath"] = str(folder)
             for callback in settings.get("trainer.callbacks") or []:  # e.g. recent-*.ckpt
                 options = getattr(callback, "init_args", None)
-                if _is_model_checkpoint(callback) and options and not options.get("dirpath"):
+                if not (_is_model_checkpoint(callback) and options):
+                    continue
+                if not options.get("dirpath"):
                     options["dirpath"] = str(folder)  # beside the run's others, not per version
+                if options.get("save_on_train_epoch_end") is None:
+                    # as the checkpoint block: after validation, never for an epoch cut short
+                    options["save_on_train_epoch_end"] = False
             if ckpt_path == "last":
                 ckpt_path = settings["ckpt_path"] = str(checkpoint_to_resume(folder, root))
         if ckpt_path and Path(ckpt_path).is_file():

@@ -64,9 +64,17 @@ def shipped_copy(
 
 
 def with_callback(config: Path, **pause: object) -> Path:
-    """The config with a PauseAt callback (tests/pause_at.py) added."""
+    """The config with a PauseAt callback (tests/pause_at.py) in place of any earlier one."""
     settings = yaml.safe_load(config.read_text())
-    settings["trainer"]["callbacks"] = [{"class_path": "pause_at.PauseAt", "init_args": pause}]
+    kept = [
+        callback
+        for callback in settings["trainer"].get("callbacks") or []
+        if callback["class_path"] != "pause_at.PauseAt"
+    ]
+    settings["trainer"]["callbacks"] = [
+        *kept,
+        {"class_path": "pause_at.PauseAt", "init_args": pause},
+    ]
     config.write_text(yaml.safe_dump(settings))
     return config
 
@@ -128,6 +136,9 @@ def stop(kind: str, config: Path, steps_per_epoch: int) -> None:
         else:
             err = finish(run, 128 + signum[kind])
             assert f"at step {middle}: " in err and "last.ckpt" in err, err[-2000:]
+            # no validation of the unfinished second epoch, so none of its checkpoints
+            checkpoints = [p.name for p in (config.parent / "run/checkpoints").iterdir()]
+            assert not [name for name in checkpoints if "epoch01" in name], checkpoints
 
 
 @pytest.mark.parametrize("kind", ["max_steps", "max_time", "sigint", "sigterm", "sigkill"])
@@ -147,6 +158,17 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights(corpus, straight, tm
     assert resumed["global_step"] == total
     for key, value in straight["state_dict"].items():
         assert torch.allclose(value, resumed["state_dict"][key], atol=1e-6), key
+
+
+def test_a_signal_stop_names_last_ckpt_when_the_recipe_keeps_recent_epochs(
+    corpus, straight, tmp_path
+):
+    """luong-concat-hour keeps its recent epochs through a ModelCheckpoint of its own, which
+    Lightning lists before the resumable one: the stop still names last.ckpt, and writes
+    no recent-*.ckpt of the unfinished epoch (averaging would take it for a whole one)."""
+    config = shipped_copy(tmp_path, corpus, ("en-de", "luong-concat-hour"))
+    stop("sigterm", config, int(straight["global_step"]) // EPOCHS)
+    assert (tmp_path / "run/checkpoints/recent-epoch00.ckpt").is_file()
 
 
 def test_resume_finds_the_newest_last_checkpoint_of_the_root(corpus, tmp_path):
