@@ -18,20 +18,10 @@ def layout_lines() -> list[str]:
     return block.splitlines()
 
 
-def named_first(line: str) -> list[str]:
-    """The names a layout line starts with: ``a.py, b.py   what they do`` -> [a.py, b.py]."""
-    names = []
-    for word in line.split():
-        names.append(word.rstrip(","))
-        if not word.endswith(","):
-            break
-    return names
-
-
 def described(name: str, lines: list[str]) -> str | None:
-    """The layout line that starts with ``name`` (alone or in a list), if there is one."""
+    """The layout line that starts with ``name`` (after indentation), if there is one."""
     for line in lines:
-        if name in named_first(line):
+        if line.strip().startswith(name + " ") or line.strip() == name:
             return line
     return None
 
@@ -58,9 +48,7 @@ def test_layout_names_every_module_of_every_subpackage() -> None:
 
 
 def test_layout_names_no_module_that_does_not_exist() -> None:
-    named = [
-        name for line in layout_lines() if line.startswith("  ") for name in named_first(line)
-    ]
+    named = [line.split()[0] for line in layout_lines() if line.startswith("  ") and line.strip()]
     gone = [name for name in named if not (PACKAGE / name.rstrip("/")).exists()]
     assert gone == [], f"README's layout names {gone}, which seq2seq/ does not have"
 
