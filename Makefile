@@ -128,7 +128,8 @@ ENGINES_CKPT ?= $(shell $(BIN)/python -c "import json; print(json.load(open('$(B
 bench-engines: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
 	$(RUN_PY) scripts/bench_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
-	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz
+	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz \
+	  --rounds 4
 
 # Where beam search spends its time on the same checkpoint (the first 500 sentences of
 # test_2016, profiled by operator); not in `bench`.

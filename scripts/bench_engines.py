@@ -10,7 +10,7 @@ freed memory kept in the process (``seq2seq.speedups.malloc``). Rounds alternate
 a slow spell of a shared machine hits all of them; the table gives medians.
 
     python scripts/bench_engines.py --ckpt CKPT --src test.en.gz --ref test.de.gz \\
-        --out runs/bench/engines --rounds 2
+        --out runs/bench/engines --rounds 4
 
 The exports are written once into ``--out`` (ct2-float32, ct2-int8); results go to
 ``--out/results.json`` and a markdown table is printed.
