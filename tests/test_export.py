@@ -62,7 +62,8 @@ def post_norm_ckpt(trained_run, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module", params=["pre", "post"])
-def transformer_ckpt(request) -> Path:
+def transformer_ckpt(request, trained_run) -> Path:
+    # trained_run named here, not only inside getfixturevalue: it marks the tests slow
     return request.getfixturevalue(f"{request.param}_norm_ckpt")
 
 
