@@ -226,37 +226,33 @@ def _beam(
     keep_attn: bool,
 ) -> list[list[Hypothesis]]:
     B, eos, device = src_lens.size(0), model.vocab.eos_id, src_lens.device
-    if 2 * K <= model.vocab.tgt_size:
-        # All K beams would start identical: the first step runs one row per sentence, and
-        # choosing its 2K best candidates expands the state to K rows.
-        scores = torch.zeros(B, 1, device=device)
-    else:  # too few candidates in one row: start from K rows, all but the first at -inf
-        state = state.select(torch.arange(B, device=device).repeat_interleave(K))
-        scores = torch.full((B, K), float("-inf"), device=device)
-        scores[:, 0] = 0.0
+    # All K beams would start identical: the first step runs one row per sentence, and the
+    # choice of its best candidates expands the state to (up to) K rows.
+    scores = torch.zeros(B, 1, device=device)  # [A, beams]
     active = torch.arange(B, device=device)
-    prev = torch.full((scores.numel(),), model.vocab.bos_id, dtype=torch.long, device=device)
-    tokens = prev.new_zeros(scores.numel(), 0)
+    prev = torch.full((B,), model.vocab.bos_id, dtype=torch.long, device=device)
+    tokens = prev.new_zeros(B, 0)
     trail = AttentionTrail() if keep_attn else None
     parents: Tensor | None = None  # rows of the step before
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     n_finished = torch.zeros(B, dtype=torch.long, device=device)  # len(finished[i])
     t = 0
     while active.numel():
-        A, beams = scores.shape  # beams: 1 on an unexpanded first step, then K
+        A, beams = scores.shape  # beams: 1 on the first step, then K (fewer: a tiny vocabulary)
         logprobs, state, attn = model.step(prev, state, need_weights=keep_attn)  # [A*beams, V]
         at_limit = max_lens[active] <= t  # [A]
         logprobs = _force_eos(logprobs, at_limit.repeat_interleave(beams), eos)
         V = logprobs.size(-1)
-        cand_scores, cand_ids = best_continuations(logprobs, scores, 2 * K)  # [A, 2K]
+        C = min(2 * K, beams * V)  # candidates: 2K, unless the beams have fewer continuations
+        cand_scores, cand_ids = best_continuations(logprobs, scores, C)  # [A, C]
         beam, token = cand_ids // V, cand_ids % V
-        rows = beam + torch.arange(A, device=device).unsqueeze(1) * beams  # [A, 2K] of state
+        rows = beam + torch.arange(A, device=device).unsqueeze(1) * beams  # [A, C] of state
         if trail is not None:
             trail.add(attn, parents)
 
         # Finish EOS candidates ranked within the top K (at most one per beam).
         is_eos = token == eos
-        finishing = is_eos & (torch.arange(2 * K, device=device) < K) & cand_scores.isfinite()
+        finishing = is_eos & (torch.arange(C, device=device) < K) & cand_scores.isfinite()
         penalty = length_penalty(t + 1, alpha)
         for a, c in finishing.nonzero().tolist():
             i, row = int(active[a]), int(rows[a, c])
@@ -268,11 +264,13 @@ def _beam(
         # Sentences with K finished hypotheses or at their length limit leave the batch.
         n_finished[active] += finishing.sum(dim=1)
         keep = ((n_finished[active] < K) & ~at_limit).nonzero().flatten()  # [A']
-        # The others continue with their K best candidates that are not EOS: one
-        # selection of the state's rows per step, for reordering and dropping alike.
-        order = (torch.arange(2 * K, device=device) + is_eos[keep] * 2 * K).argsort(dim=1)[:, :K]
-        active, scores = active[keep], cand_scores[keep].gather(1, order)  # [A', K]
-        chosen_rows = rows[keep].gather(1, order).flatten()  # [A'*K]
+        # The others continue with their K best candidates that are not EOS (each beam gives
+        # at most one EOS, so C - beams are not): one selection of the state's rows per
+        # step, for reordering and dropping alike.
+        width = min(K, C - beams)
+        order = (torch.arange(C, device=device) + is_eos[keep] * C).argsort(dim=1)[:, :width]
+        active, scores = active[keep], cand_scores[keep].gather(1, order)  # [A', width]
+        chosen_rows = rows[keep].gather(1, order).flatten()  # [A'*width]
         prev = token[keep].gather(1, order).flatten()
         tokens = torch.cat([tokens[chosen_rows], prev.unsqueeze(1)], dim=1)
         state = state.select(chosen_rows)
