@@ -133,16 +133,15 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        past: KV | None,
-        past_rows: Tensor | None,
+        past: tuple[KV, Tensor] | None,
         self_lens: Tensor | None,
         cross_kv: KV,
         src_lens: Tensor,
         need_weights: bool,
         group: int = 1,
     ) -> tuple[Tensor, Tensor | None, KV]:
-        """x [B, T, d] at the positions after ``past`` (earlier keys/values [M, H, t, dh], of
-        which row ``past_rows[i]`` [B] precedes row i of x), or None: no earlier positions.
+        """x [B, T, d] at the positions after ``past``: the earlier keys/values [M, H, t, dh]
+        and, for each row of x, the row of them it continues [B] (None: no earlier positions).
 
         self_lens: [B, T] causal valid lengths, or None when every key is visible.
         cross_kv [B / group, H, S, dh] and src_lens [B / group]: each memory row serves
@@ -151,8 +150,9 @@ class DecoderLayer(nn.Module):
         """
         h = self.self_block.inputs(x)
         keys, values = self.self_attn.prepare(h, h)  # [B, H, T, dh]
-        if past is not None and past_rows is not None:
-            keys, values = appended(past[0], past_rows, keys), appended(past[1], past_rows, values)
+        if past is not None:
+            (past_keys, past_values), rows = past
+            keys, values = appended(past_keys, rows, keys), appended(past_values, rows, values)
         attended, _ = self.self_attn(h, keys, values, self_lens, prepared=True, need_weights=False)
         x = self.self_block.output(x, attended)
         h = self.cross_block.inputs(x)
@@ -301,7 +301,7 @@ class Transformer(EncoderDecoder):
         x = self.positions(self.tgt_embed(tgt_in))
         weights = []
         for layer, cross_kv in zip(self.decoder, self._cross_kv(memory), strict=True):
-            x, layer_weights, _ = layer(x, None, None, causal, cross_kv, memory.lens, need_weights)
+            x, layer_weights, _ = layer(x, None, causal, cross_kv, memory.lens, need_weights)
             weights.append(layer_weights)
         logits = self.output(self.decoder_norm(x))  # [B, T, V]
         return logits, torch.stack(weights, dim=1) if need_weights else None  # [B, L, H, T, S]
@@ -317,11 +317,11 @@ class Transformer(EncoderDecoder):
         self, prev_tokens: Tensor, state: TransformerState, need_weights: bool = True
     ) -> tuple[Tensor, TransformerState, Tensor | None]:
         x = self.positions(self.tgt_embed(prev_tokens.unsqueeze(1)), offset=state.position)
-        past, rows = state.cache.kv, state.cache.rows
+        rows = state.cache.rows
         kv, weights = [], []
-        for layer, cross_kv, layer_past in zip(self.decoder, state.cross, past, strict=True):
+        for layer, cross_kv, past in zip(self.decoder, state.cross, state.cache.kv, strict=True):
             x, layer_weights, layer_kv = layer(
-                x, layer_past, rows, None, cross_kv, state.src_lens, need_weights, state.group
+                x, (past, rows), None, cross_kv, state.src_lens, need_weights, state.group
             )
             kv.append(layer_kv)
             weights.append(layer_weights)  # [B, H, 1, S] or None
