@@ -6,8 +6,9 @@ Each run is a process of its own that loads its engine, then translates every li
 see seq2seq/ct2_translate.py) with ``--threads`` threads, and reports sentences/s (its
 own clock around translation: loading left out), its peak RSS, and the cased sacreBLEU
 of its output against ``--ref``. seq2seq runs as the ``seq2seq`` command runs it, with
-freed memory kept in the process (``seq2seq.speedups.malloc``). Rounds alternate the engines (A B C D A B C D) so that
-a slow spell of a shared machine hits all of them; the table gives medians.
+freed memory kept in the process (``seq2seq.speedups.malloc``). Rounds alternate the
+engines (A B C D A B C D) so that a slow spell of a shared machine hits all of them; the
+table gives medians.
 
     python scripts/bench_engines.py --ckpt CKPT --src test.en.gz --ref test.de.gz \\
         --out runs/bench/engines --rounds 4

@@ -86,9 +86,8 @@ class GracefulStop(Callback):
         if not self.stopped_by:
             return
         if trainer.is_global_zero:
-            paths = [getattr(c, "last_model_path", "") for c in trainer.checkpoint_callbacks]
-            written = [path for path in paths if path]
-            where = written[0] if written else "no last checkpoint was written"
+            paths = (getattr(c, "last_model_path", "") for c in trainer.checkpoint_callbacks)
+            where = next((path for path in paths if path), "no last checkpoint was written")
             name = signal.Signals(self.stopped_by).name
             print(
                 f"seq2seq: stopped by {name} at step {trainer.global_step}: {where} "
