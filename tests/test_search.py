@@ -228,7 +228,7 @@ def reference_beam(model, src, src_len, K, alpha, limit):
 
 
 @pytest.mark.parametrize("family", ["rnn", "transformer"])
-@pytest.mark.parametrize("beam_size", [3, 7])  # 2K <= V: a first step of one row; 2K > V: K rows
+@pytest.mark.parametrize("beam_size", [3, 7])  # 2K > V: a first step with fewer than 2K candidates
 def test_beam_finds_what_the_beam_search_spelled_out_finds(family, beam_size):
     model, src, src_lens = setup_model()
     if family == "transformer":
