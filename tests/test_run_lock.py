@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 from tiny_run import run_seq2seq, tiny_config, write_config
 
 from seq2seq.run_lock import FolderLock, RunLockedError, claim_version
@@ -82,14 +84,33 @@ def test_runs_started_together_never_share_a_version_folder(tmp_path):
 
 
 def test_two_runs_in_one_root_started_together_do_not_clobber(trained_run, tmp_path):
+    """Whichever run takes the lock first pauses at its first step (tests/pause_at.py) until
+    the other has been refused, so the two always overlap however slowly either starts."""
     config = shipped_layout_config(tmp_path, trained_run["corpus"])
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    marker = tmp_path / "paused"
+    settings = yaml.safe_load(config.read_text())
+    settings["trainer"]["callbacks"] = [
+        {"class_path": "pause_at.PauseAt", "init_args": {"step": 1, "marker": str(marker)}}
+    ]
+    write_config(config, settings)
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{tests}:{os.getcwd()}"}
     command = [sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(config)]
     runs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) for _ in "ab"]
-    results = [(run.wait(timeout=300), run.stderr.read()) for run in runs]
-    statuses = sorted(status for status, _ in results)
-    assert statuses == [0, 1], results
-    refused = next(err for status, err in results if status == 1)
-    assert "is in use by another run" in refused and "Traceback" not in refused
+    deadline = time.monotonic() + 300
+    while all(run.poll() is None for run in runs):
+        assert time.monotonic() < deadline, "neither run ended"
+        time.sleep(0.1)
+    refused = next(run for run in runs if run.poll() is not None)
+    winner = next(run for run in runs if run is not refused)
+    refusal = refused.stderr.read()
+    assert refused.returncode == 1, refusal[-2000:]
+    assert "is in use by another run" in refusal and "Traceback" not in refusal
+    while not marker.exists():  # the winner holds the lock until its first step is done
+        assert winner.poll() is None, winner.stderr.read()[-2000:]
+        time.sleep(0.1)
+    marker.unlink()
+    _, err = winner.communicate(timeout=300)
+    assert winner.returncode == 0, err[-2000:]
     # the winner's logs: one version folder, its own
     assert [p.name for p in (tmp_path / "run/logs").iterdir()] == ["version_0"]
