@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from seq2seq.checkpoint import Trained, check_checkpoint_path, load_trained
 from seq2seq.command_line import Range, check_output_folder, check_parallel, command
-from seq2seq.decoding import DecodeOptions, search_settings
+from seq2seq.decoding import DecodeOptions, check_ensemble_weights, search_settings
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import Seq2SeqError
 from seq2seq.text_lines import read_lines
@@ -21,6 +21,7 @@ GREEDY_SEARCH = DecodeOptions(beam=1)  # what attention draws unless --beam says
 def attention(
     out: str,
     ckpt: list[str] | None = None,
+    ensemble_weight: list[float] | None = None,
     ensemble_attention: Annotated[int, Range(0)] | None = None,
     decode: DecodeOptions = GREEDY_SEARCH,
     src: str | None = None,
@@ -44,6 +45,9 @@ def attention(
     Args:
         out: folder for the heatmaps, alignments and report
         ckpt: checkpoint written by `seq2seq fit`; repeat it to inspect an ensemble
+        ensemble_weight: with several --ckpt, the members' weights, one per --ckpt in the
+            same order (scaled to sum to 1; default: equal); the mean attention is weighted
+            alike
         ensemble_attention: with several --ckpt: draw and align with this member's own
             attention (0 is the first) instead of the members' mean over heads, layers and
             members
@@ -74,6 +78,7 @@ def attention(
         return
     if ckpt is None or src is None:
         raise Seq2SeqError("attention needs --ckpt and --src (or --positional-encoding)")
+    check_ensemble_weights(ckpt, ensemble_weight)
     for path in [*ckpt, reverse_ckpt]:
         if path is not None:
             check_checkpoint_path(path)
@@ -87,7 +92,7 @@ def attention(
             f"--ensemble-attention {ensemble_attention} names no member: "
             f"{members} --ckpt given (0 to {members - 1})"
         )
-    trained = load_ensemble(ckpt, ensemble_attention)
+    trained = load_ensemble(ckpt, ensemble_attention, ensemble_weight)
     reverse = load_trained(reverse_ckpt) if reverse_ckpt else None
     if reverse is not None:
         _check_reverse(trained, reverse)

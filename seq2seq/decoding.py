@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from seq2seq.checkpoint import Trained, check_checkpoint_path
 from seq2seq.command_line import Range, UsageError
-from seq2seq.ensemble import load_ensemble
+from seq2seq.ensemble import load_ensemble, normalised_weights
 from seq2seq.search import SearchSettings
 from seq2seq.translator import Translation, translate_lines, translate_stream
 
@@ -140,13 +140,32 @@ class ExportDecoder(Decoder):
         )  # fmt: skip
 
 
-def check_model_options(command: str, ckpt: list[str] | None, ctranslate2: str | None) -> None:
+def check_ensemble_weights(ckpt: list[str] | None, ensemble_weight: list[float] | None) -> None:
+    """``--ensemble-weight``, if given, is one weight >= 0 per ``--ckpt``, not all 0."""
+    if ensemble_weight is None:
+        return
+    if not ckpt:
+        raise UsageError("--ensemble-weight weighs the members of --ckpt; no --ckpt given")
+    try:
+        normalised_weights(ensemble_weight, len(ckpt))
+    except ValueError as error:
+        raise UsageError(f"--ensemble-weight: {error}") from None
+
+
+def check_model_options(
+    command: str,
+    ckpt: list[str] | None,
+    ctranslate2: str | None,
+    ensemble_weight: list[float] | None = None,
+) -> None:
     """The checks of a decoding ``command``'s model that need no loading: ``--ckpt`` (each
-    path a checkpoint file) or ``--ctranslate2``, one of the two."""
+    path a checkpoint file, weighted by ``--ensemble-weight`` if several) or
+    ``--ctranslate2``, one of the two."""
     if ckpt is None and ctranslate2 is None:
         raise UsageError(f"{command} needs --ckpt or --ctranslate2")
     if ckpt is not None and ctranslate2 is not None:
         raise UsageError("--ckpt and --ctranslate2 exclude each other")
+    check_ensemble_weights(ckpt, ensemble_weight)
     for path in ckpt or []:
         check_checkpoint_path(path)
 
@@ -157,11 +176,13 @@ def open_decoder(
     ctranslate2: str | None,
     options: DecodeOptions,
     n_best: int = 1,
+    ensemble_weight: list[float] | None = None,
 ) -> Decoder:
     """The model of a ``command`` that decodes, checked (``check_model_options``) and
-    loaded: the checkpoints of ``--ckpt`` (several: an ensemble) or the export of
-    ``--ctranslate2``, with the search ``options`` make of its own."""
-    check_model_options(command, ckpt, ctranslate2)
+    loaded: the checkpoints of ``--ckpt`` (several: an ensemble, weighted by
+    ``ensemble_weight``) or the export of ``--ctranslate2``, with the search ``options``
+    make of its own."""
+    check_model_options(command, ckpt, ctranslate2, ensemble_weight)
     if ctranslate2 is not None:
         from seq2seq.ct2_translate import check_search, load_export
 
@@ -169,6 +190,6 @@ def open_decoder(
         search = search_settings(options, exported.search, n_best)
         check_search(search)
         return ExportDecoder(search, options, exported=exported)
-    trained = load_ensemble(ckpt or [])
+    trained = load_ensemble(ckpt or [], weights=ensemble_weight)
     search = search_settings(options, trained.search, n_best)
     return CheckpointDecoder(search, options, trained=trained)

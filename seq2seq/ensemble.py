@@ -1,16 +1,17 @@
 """Several trained models decoding as one, on the encoder-decoder contract.
 
 At every target position the ensemble's log-probabilities are the mean of its members'
-(each member normalises its own distribution first). Since ``Ensemble`` implements
-``EncoderDecoder`` itself, greedy and beam search, n-best lists, the length penalty and
-attention inspection run on it unchanged. Members may be of any family (RNN and
-Transformer together); they must share the vocabularies, so that one source encoding
-feeds them all and their target ids mean the same pieces.
+(each member normalises its own distribution first), or their weighted mean with
+``weights`` (e.g. chosen on a validation set, to lean on the stronger member). Since
+``Ensemble`` implements ``EncoderDecoder`` itself, greedy and beam search, n-best lists,
+the length penalty and attention inspection run on it unchanged. Members may be of any
+family (RNN and Transformer together); they must share the vocabularies, so that one source
+encoding feeds them all and their target ids mean the same pieces.
 
 Attention: members return maps of different shapes (``[B, S]`` for an RNN, ``[B, L, H, S]``
 for a Transformer). The ensemble's map is each member's mean over its heads and layers,
-then the mean over members: ``[B, S]`` (``[B, T, S]`` teacher forced). With
-``attention_from=i`` it is member i's own map, heads and layers kept.
+then the mean over members, weighted as the log-probabilities: ``[B, S]`` (``[B, T, S]``
+teacher forced). With ``attention_from=i`` it is member i's own map, heads and layers kept.
 
 Shapes: B sentences, S source positions, T target positions, V target vocabulary,
 M members.
@@ -18,6 +19,7 @@ M members.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,19 +53,41 @@ def _mean_over_heads(maps: Tensor, query_dims: int) -> Tensor:
     return maps.mean(dim=head_dims) if head_dims else maps
 
 
+def normalised_weights(weights: Sequence[float] | None, members: int) -> list[float] | None:
+    """``weights`` scaled to sum to 1 (None: equal weights), or ValueError saying what is
+    wrong with them: one per member, each finite and >= 0, not all 0."""
+    if weights is None:
+        return None
+    if len(weights) != members:
+        raise ValueError(f"{len(weights)} weights given for {members} members; give one per member")
+    if any(not math.isfinite(w) or w < 0 for w in weights):
+        raise ValueError(f"ensemble weights must be finite and >= 0, got {list(weights)}")
+    total = sum(weights)
+    if total == 0:
+        raise ValueError("ensemble weights are all 0; at least one member must count")
+    return [w / total for w in weights]
+
+
 class Ensemble(EncoderDecoder):
-    """The mean of ``members``' log-probabilities at every step.
+    """The (weighted) mean of ``members``' log-probabilities at every step.
 
     Args:
         members: trained models with the same vocabularies (checked by the loader, which
             knows their pieces; here only the sizes and special ids are compared).
         attention_from: None for the members' mean attention (over heads, layers and
             members: [B, S]), or the index of the member whose own maps to return.
+        weights: one per member, >= 0, scaled to sum to 1; None: equal weights.
     """
 
-    def __init__(self, members: Sequence[EncoderDecoder], attention_from: int | None = None):
+    def __init__(
+        self,
+        members: Sequence[EncoderDecoder],
+        attention_from: int | None = None,
+        weights: Sequence[float] | None = None,
+    ):
         if not members:
             raise ValueError("an ensemble needs at least one member")
+        scaled = normalised_weights(weights, len(members))
         vocab = members[0].vocab
         for member in members[1:]:
             if member.vocab != vocab:
@@ -76,19 +100,23 @@ class Ensemble(EncoderDecoder):
         super().__init__(vocab)
         self.members = nn.ModuleList(members)
         self.attention_from = attention_from
+        self.weights = scaled  # None: equal
 
     def _combine_maps(self, maps: list[Tensor | None], query_dims: int) -> Tensor | None:
         if maps[0] is None:
             return None
         if self.attention_from is not None:
             return maps[self.attention_from]
-        return torch.stack([_mean_over_heads(m, query_dims) for m in maps]).mean(dim=0)
+        return self._mean([_mean_over_heads(m, query_dims) for m in maps])
 
-    def _mean_logprobs(self, logprobs: list[Tensor]) -> Tensor:
-        """Members' log-probabilities [B, ..., V] each -> their mean [B, ..., V]."""
-        if len(logprobs) == 1:
-            return logprobs[0]
-        return torch.stack(logprobs).mean(dim=0)
+    def _mean(self, tensors: list[Tensor]) -> Tensor:
+        """Members' tensors [B, ...] each (log-probabilities, maps) -> their (weighted)
+        mean [B, ...]."""
+        if len(tensors) == 1:
+            return tensors[0]
+        if self.weights is None:
+            return torch.stack(tensors).mean(dim=0)
+        return sum(w * t for w, t in zip(self.weights, tensors, strict=True))
 
     def encode(self, src: Tensor, src_lens: Tensor) -> EnsembleMemory:
         memories = [member.encode(src, src_lens) for member in self.members]
@@ -109,7 +137,7 @@ class Ensemble(EncoderDecoder):
             member.step(prev_tokens, member_state, need_weights)
             for member, member_state in zip(self.members, state.members, strict=True)
         ]
-        logprobs = self._mean_logprobs([logprobs for logprobs, _, _ in steps])
+        logprobs = self._mean([logprobs for logprobs, _, _ in steps])
         maps = self._combine_maps([maps for _, _, maps in steps], query_dims=0)
         return logprobs, EnsembleState([next_state for _, next_state, _ in steps]), maps
 
@@ -123,7 +151,7 @@ class Ensemble(EncoderDecoder):
             member.decode(m, tgt_in, need_weights)
             for member, m in zip(self.members, memory.members, strict=True)
         ]
-        logprobs = self._mean_logprobs([torch.log_softmax(logits, -1) for logits, _ in outputs])
+        logprobs = self._mean([torch.log_softmax(logits, -1) for logits, _ in outputs])
         return logprobs, self._combine_maps([maps for _, maps in outputs], query_dims=1)
 
 
@@ -138,9 +166,15 @@ def _differs(a: Trained, b: Trained) -> str | None:
     return None
 
 
-def load_ensemble(paths: Sequence[str | Path], attention_from: int | None = None) -> Trained:
-    """The checkpoints at ``paths`` as one model (one path: that model itself). The first
-    checkpoint supplies the defaults (languages, search)."""
+def load_ensemble(
+    paths: Sequence[str | Path],
+    attention_from: int | None = None,
+    weights: Sequence[float] | None = None,
+) -> Trained:
+    """The checkpoints at ``paths`` as one model (one path: that model itself), their
+    log-probabilities averaged with ``weights`` (None: equally). The first checkpoint
+    supplies the defaults (languages, search)."""
+    normalised_weights(weights, len(paths))  # before loading anything
     members = [load_trained(path) for path in paths]
     if len(members) == 1 and attention_from in (None, 0):
         return members[0]
@@ -151,6 +185,6 @@ def load_ensemble(paths: Sequence[str | Path], attention_from: int | None = None
                 f"cannot ensemble {paths[0]} and {path}: their {difference}; members must "
                 "be trained with the same vocabulary"
             )
-    model = Ensemble([m.model for m in members], attention_from).eval()
+    model = Ensemble([m.model for m in members], attention_from, weights).eval()
     first = members[0]
     return Trained(model=model, vocab=first.vocab, config=first.config, search=first.search)

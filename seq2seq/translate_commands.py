@@ -36,6 +36,7 @@ from seq2seq.translator import Translation
 @command
 def translate(
     ckpt: list[str] | None = None,
+    ensemble_weight: list[float] | None = None,
     ctranslate2: str | None = None,
     decode: DecodeOptions = BEAM_SEARCH,
     input: str | None = None,
@@ -54,6 +55,8 @@ def translate(
     Args:
         ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble (the
             mean of the models' log-probabilities at every step)
+        ensemble_weight: with several --ckpt, the members' weights in that mean, one per
+            --ckpt in the same order (scaled to sum to 1; default: equal)
         ctranslate2: translate with a CTranslate2 export (`seq2seq export`, a folder) instead
             of a checkpoint; search options as with --ckpt (see the README), --bf16 excepted
         decode: the search and its batches
@@ -66,10 +69,12 @@ def translate(
         raise UsageError(
             f"argument --n-best: must be an integer in [1, --beam {decode.beam}], got {n_best}"
         )
-    check_model_options("translate", ckpt, ctranslate2)  # the cheap checks before any work
+    check_model_options("translate", ckpt, ctranslate2, ensemble_weight)  # before any work
     check_input_file(input)
     check_output_file(output)
-    decoder = open_decoder("translate", ckpt, ctranslate2, decode, n_best)  # before reading
+    decoder = open_decoder(
+        "translate", ckpt, ctranslate2, decode, n_best, ensemble_weight
+    )  # before reading
     lines = iter_lines(input) if input else arriving_lines(sys.stdin.buffer)
     translations = decoder.stream(lines, progress)
     if not output:
@@ -113,6 +118,7 @@ def evaluate(
     src: str,
     ref: str,
     ckpt: list[str] | None = None,
+    ensemble_weight: list[float] | None = None,
     ctranslate2: str | None = None,
     decode: DecodeOptions = BEAM_SEARCH,
     lang: str | None = None,
@@ -127,6 +133,8 @@ def evaluate(
         src: source sentences
         ref: reference translations
         ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble
+        ensemble_weight: with several --ckpt, the members' weights, one per --ckpt in the
+            same order (scaled to sum to 1; default: equal)
         ctranslate2: score a CTranslate2 export (`seq2seq export`, a folder) instead of a
             checkpoint; search options as with --ckpt, --bf16 excepted
         decode: the search and its batches
@@ -136,11 +144,11 @@ def evaluate(
     """
     from seq2seq.metrics import literature_bleu, score_corpus
 
-    check_model_options("evaluate", ckpt, ctranslate2)  # the cheap checks before any work
+    check_model_options("evaluate", ckpt, ctranslate2, ensemble_weight)  # before any work
     check_input_file(src)
     check_input_file(ref)
     check_output_file(output)
-    decoder = open_decoder("evaluate", ckpt, ctranslate2, decode)
+    decoder = open_decoder("evaluate", ckpt, ctranslate2, decode, 1, ensemble_weight)
     sources, refs = read_lines(src), read_lines(ref)
     check_parallel(src, sources, ref, refs)
     start = time.perf_counter()

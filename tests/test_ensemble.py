@@ -77,6 +77,38 @@ def test_each_step_is_the_mean_of_the_members_log_probabilities():
     assert torch.allclose(mixed, (each[0] + each[1]) / 2)
 
 
+def test_weights_scale_each_members_log_probabilities_and_maps():
+    members = [rnn(), transformer()]
+    weighted = Ensemble(members, weights=[3.0, 1.0])  # scaled to 0.75 and 0.25
+    src, src_lens = batch()
+    prev = torch.full((src.size(0),), VOCAB.bos_id)
+    with torch.no_grad():
+        mixed, _, maps = weighted.step(prev, weighted.start(weighted.encode(src, src_lens)))
+        each = [m.step(prev, m.start(m.encode(src, src_lens))) for m in members]
+    assert torch.allclose(mixed, 0.75 * each[0][0] + 0.25 * each[1][0], atol=1e-6)
+    expected_maps = 0.75 * each[0][2] + 0.25 * each[1][2].mean(dim=(1, 2))  # [B, L, H, S]
+    assert torch.allclose(maps, expected_maps, atol=1e-6)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_member_of_weight_zero_changes_nothing(beam):
+    alone = search(transformer(), beam)
+    with_silent_rnn = search(Ensemble([transformer(), rnn()], weights=[1.0, 0.0]), beam)
+    for ours, theirs in zip(alone, with_silent_rnn, strict=True):
+        assert [h.tokens for h in ours] == [h.tokens for h in theirs]
+        assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("weights", "complaint"),
+    [([1.0], "1 weights given for 2 members"), ([1.0, -1.0], ">= 0"),
+     ([0.0, 0.0], "all 0"), ([1.0, float("nan")], "finite")],
+)  # fmt: skip
+def test_weights_must_be_one_per_member_non_negative_and_not_all_zero(weights, complaint):
+    with pytest.raises(ValueError, match=complaint):
+        Ensemble([rnn(), transformer()], weights=weights)
+
+
 def test_families_mix_in_beam_search_with_attention():
     """An RNN ([B, S] maps) and a Transformer ([B, L, H, S]) decode together; the attention
     is their mean over heads, layers and members, one row per output token and EOS."""
@@ -151,6 +183,33 @@ def test_translate_with_the_same_checkpoint_twice_equals_once(trained_run):
     twice = run_seq2seq("translate", "--ckpt", ckpt, "--ckpt", ckpt, *search)
     assert once.returncode == twice.returncode == 0, twice.stderr
     assert once.stdout == twice.stdout and "\t" in once.stdout
+
+
+def test_translate_with_all_the_weight_on_one_member_equals_that_member(
+    trained_run, trained_transformer
+):
+    ckpt, source = str(trained_run["ckpt"]), trained_run["corpus"] / "test.en"
+    search = ["--input", str(source), "--beam", "3", "--n-best", "2"]  # with scores
+    alone = run_seq2seq("translate", "--ckpt", ckpt, *search)
+    both = ["--ckpt", ckpt, "--ckpt", str(trained_transformer)]
+    weighted = run_seq2seq("translate", *both, "--ensemble-weight", "2", "0", *search)
+    assert alone.returncode == weighted.returncode == 0, weighted.stderr
+    assert alone.stdout == weighted.stdout
+
+
+@pytest.mark.parametrize(
+    ("weights", "complaint"),
+    [(["1"], "1 weights given for 2 members"), (["1", "-1"], ">= 0"), (["0", "0"], "all 0")],
+)
+def test_wrong_ensemble_weights_are_one_line_before_loading(trained_run, weights, complaint):
+    ckpt, source = str(trained_run["ckpt"]), str(trained_run["corpus"] / "test.en")
+    result = run_seq2seq(
+        "translate", "--ckpt", ckpt, "--ckpt", ckpt, "--ensemble-weight", *weights,
+        "--input", source,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("seq2seq: error: --ensemble-weight: ")
+    assert complaint in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_an_rnn_and_a_transformer_evaluate_and_draw_attention_together(

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from seq2seq.checkpoint import check_checkpoint_path
 from seq2seq.command_line import Range, command
-from seq2seq.decoding import BEAM_SEARCH, DecodeOptions, search_settings
+from seq2seq.decoding import BEAM_SEARCH, DecodeOptions, check_ensemble_weights, search_settings
 from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import Seq2SeqError
 
@@ -20,6 +20,7 @@ SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` 
 @command
 def serve(
     ckpt: list[str],
+    ensemble_weight: list[float] | None = None,
     decode: DecodeOptions = BEAM_SEARCH,
     host: str = "127.0.0.1",
     port: Annotated[int, Range(1, 65535)] = 8000,
@@ -39,6 +40,8 @@ def serve(
 
     Args:
         ckpt: checkpoint written by `seq2seq fit`; repeat it to serve an ensemble
+        ensemble_weight: with several --ckpt, the members' weights, one per --ckpt in the
+            same order (scaled to sum to 1; default: equal)
         decode: the search and its batches (--beam: a request's beam when it names none)
         host: address to listen on
         port: port to listen on
@@ -60,11 +63,12 @@ def serve(
             f"seq2seq serve needs the serve extra ({error.name} is not installed): "
             "pip install 'seq2seq[serve]'"
         ) from None
+    check_ensemble_weights(ckpt, ensemble_weight)
     for path in ckpt:
         check_checkpoint_path(path)
     if decode.beam > max_beam:
         raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {max_beam}")
-    trained = load_ensemble(ckpt)  # once, before the port is opened
+    trained = load_ensemble(ckpt, weights=ensemble_weight)  # once, before the port is opened
     engine = Engine(trained, search_settings(decode, trained.search), decode.max_tokens,
                     decode.max_source_len)  # fmt: skip
     limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
