@@ -253,10 +253,12 @@ def evaluate(
     beam: int,
     bf16: bool = False,
     length_penalty: float | None = None,
+    ensemble_weights: list[float] | None = None,
 ) -> dict[str, Any]:
     """Scores and decoding speed from ``seq2seq evaluate --json``, and that run's peak RSS.
 
-    Several checkpoints decode as an ensemble. ``bf16`` searches under bf16 autocast
+    Several checkpoints decode as an ensemble (its members weighted by ``ensemble_weights``,
+    default equally). ``bf16`` searches under bf16 autocast
     (``--bf16``) instead of in fp32; the length penalty is the checkpoint's unless given.
     """
     members = [checkpoint] if isinstance(checkpoint, str) else checkpoint
@@ -265,6 +267,8 @@ def evaluate(
     command += ["--beam", str(beam), "--json", "--output", str(folder / "hypotheses.txt")]
     command += ["--bf16"] if bf16 else []
     command += [] if length_penalty is None else ["--length-penalty", str(length_penalty)]
+    if ensemble_weights is not None:
+        command += ["--ensemble-weight", *map(str, ensemble_weights)]
     usage = run(command, folder / "evaluate.json", folder / "evaluate.log")
     if usage["status"] != 0:
         raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")

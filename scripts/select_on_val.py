@@ -63,13 +63,22 @@ class Setting:
 
 
 def evaluate(
-    checkpoint: Path | list[Path], src: Path, ref: Path, folder: Path, beam: int, lp: float
+    checkpoint: Path | list[Path],
+    src: Path,
+    ref: Path,
+    folder: Path,
+    beam: int,
+    lp: float,
+    weights: list[float] | None = None,
 ) -> dict:
-    """The val (or test) scores of one checkpoint (several: an ensemble) under one length
-    penalty; the hypotheses are kept in ``folder``."""
+    """The val (or test) scores of one checkpoint (several: an ensemble, its members
+    weighted by ``weights``, default equally) under one length penalty; the hypotheses are
+    kept in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     members = [str(c) for c in checkpoint] if isinstance(checkpoint, list) else str(checkpoint)
-    scores = bench_quality.evaluate(members, src, ref, folder, beam, length_penalty=lp)
+    scores = bench_quality.evaluate(
+        members, src, ref, folder, beam, length_penalty=lp, ensemble_weights=weights
+    )
     return {metric: scores[metric] for metric in ("bleu_literature", "bleu", "chrf")}
 
 
@@ -211,8 +220,9 @@ def print_table(out: Path) -> None:
     if ensembles := ensemble_rows(out):
         lines += [
             "",
-            "| ensemble | members | length penalty | val BLEU (lit.) | val sacreBLEU | val chrF |",
-            "|---|---|---|---|---|---|",
+            "| ensemble | members | weights | length penalty | val BLEU (lit.) | val sacreBLEU "
+            "| val chrF |",
+            "|---|---|---|---|---|---|---|",
             *ensembles,
         ]
     (out / "val-table.md").write_text("\n".join(lines) + "\n")
@@ -269,6 +279,18 @@ def final_seeds(args: argparse.Namespace, recipe_dir: Path) -> dict[str, Any]:
 ENSEMBLE = "ensemble"  # the "model" of an ensemble's settings: its members' chosen models
 
 
+def ensemble_model(weights: list[float] | None) -> str:
+    """The "model" of an ensemble's setting: ``ensemble`` (equal weights) or
+    ``ensemble[0.7,0.3]``."""
+    return ENSEMBLE if weights is None else f"{ENSEMBLE}[{','.join(f'{w:g}' for w in weights)}]"
+
+
+def ensemble_weights(model: str) -> list[float] | None:
+    """The weights an ensemble's setting names (None: equal); ``ensemble_model`` reversed."""
+    inside = model.removeprefix(ENSEMBLE).strip("[]")
+    return [float(w) for w in inside.split(",")] if inside else None
+
+
 def member_model(out: Path, member: str) -> tuple[Path, Setting]:
     """The model of ``member`` (``recipe:seed``) and its recipe's val-chosen setting, which
     names that model in the seed's run."""
@@ -281,8 +303,21 @@ def member_model(out: Path, member: str) -> tuple[Path, Setting]:
     return final_models(folder / "run", folder)[setting.model], setting
 
 
+def parse_weighting(text: str, members: int) -> list[float]:
+    """``0.7,0.3`` -> [0.7, 0.3]: one weight per member, or exit saying what is wrong."""
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        sys.exit(f"--weights {text}: not comma-separated numbers")
+    if len(weights) != members or min(weights) < 0 or sum(weights) == 0:
+        sys.exit(f"--weights {text}: give {members} weights >= 0, not all 0")
+    return weights
+
+
 def ensemble(args: argparse.Namespace) -> None:
-    """Score the ensemble of ``args.members`` on val under each length penalty."""
+    """Score the ensemble of ``args.members`` on val under each length penalty and each
+    weighting of ``args.weights`` (each a comma-separated weight per member; none: equal
+    weights). Scores of earlier weightings are kept, so that val chooses among them all."""
     folder = args.out / args.name
     folder.mkdir(parents=True, exist_ok=True)
     known = folder / "ensemble.json"
@@ -293,12 +328,14 @@ def ensemble(args: argparse.Namespace) -> None:
     val = split_files(args.data, VAL_SPLIT, args.pair, None, folder)
     done = folder / "val.json"
     scores = json.loads(done.read_text()) if done.exists() else {}
-    for lp in LENGTH_PENALTIES:
-        setting = Setting(ENSEMBLE, lp)
-        if setting.key not in scores:
-            scores[setting.key] = evaluate(models, *val, folder / "val" / setting.key,
-                                           args.beam, lp)  # fmt: skip
-            done.write_text(json.dumps(scores, indent=2) + "\n")
+    weightings = [parse_weighting(w, len(models)) for w in args.weights] or [None]
+    for weights in weightings:
+        for lp in LENGTH_PENALTIES:
+            setting = Setting(ensemble_model(weights), lp)
+            if setting.key not in scores:
+                scores[setting.key] = evaluate(models, *val, folder / "val" / setting.key,
+                                               args.beam, lp, weights)  # fmt: skip
+                done.write_text(json.dumps(scores, indent=2) + "\n")
     print_table(args.out)
 
 
@@ -311,15 +348,17 @@ def ensemble_rows(out: Path) -> list[str]:
         scores = json.loads((folder / "val.json").read_text())
         setting = chosen_setting({0: scores})
         members = ", ".join(json.loads((folder / "ensemble.json").read_text())["members"])
-        cells = [folder.name, members, f"{setting.length_penalty:g}"]
+        weights = ensemble_weights(setting.model)
+        weighting = "equal" if weights is None else ", ".join(f"{w:g}" for w in weights)
+        cells = [folder.name, members, weighting, f"{setting.length_penalty:g}"]
         cells += [f"{scores[setting.key][m]:.2f}" for m in ("bleu_literature", "bleu", "chrf")]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
 
 def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """The test scores of an ensemble (under its val-chosen length penalty) and of each
-    member (under its recipe's val-chosen setting), and the paired bootstrap of the ensemble
+    """The test scores of an ensemble (under its val-chosen weights and length penalty) and
+    of each member (under its recipe's val-chosen setting), and the paired bootstrap of the ensemble
     against its best member (sacreBLEU)."""
     from seq2seq.metrics import paired_bootstrap
     from seq2seq.text_lines import read_lines
@@ -335,7 +374,8 @@ def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         scores[member] = evaluate(model, *test, scratch[member], args.beam,
                                   member_setting.length_penalty)  # fmt: skip
     models = [model for model, _ in chosen.values()]
-    scores[ENSEMBLE] = evaluate(models, *test, scratch[ENSEMBLE], args.beam, setting.length_penalty)
+    weights, penalty = ensemble_weights(setting.model), setting.length_penalty
+    scores[ENSEMBLE] = evaluate(models, *test, scratch[ENSEMBLE], args.beam, penalty, weights)
     best = max(members, key=lambda m: scores[m]["bleu_literature"])
     hypotheses = [read_lines(scratch[name] / "hypotheses.txt") for name in (best, ENSEMBLE)]
     test_result = paired_bootstrap(*hypotheses, read_lines(test[1]))
@@ -370,6 +410,10 @@ def parse_args() -> argparse.Namespace:
     )
     ensemble_command.add_argument("--name", required=True, help="the ensemble's name")
     ensemble_command.add_argument("--members", nargs="+", required=True)
+    ensemble_command.add_argument(
+        "--weights", nargs="+", default=[],
+        help="weightings to try, each a weight per member, comma-separated (0.7,0.3)",
+    )  # fmt: skip
     args = parser.parse_args()
     if (
         args.command in ("train", "final", "ensemble")

@@ -309,18 +309,26 @@ def test_selection_scores_a_recipe_on_the_test_set_only_once(selection: ModuleTy
         selection.final(args)
 
 
-def test_an_ensemble_is_listed_with_the_length_penalty_val_chose(
+def test_an_ensemble_is_listed_with_the_weights_and_length_penalty_val_chose(
     selection: ModuleType, tmp_path: Path
 ):
     write_seed(tmp_path / "anchor", 1, {"last-5@lp1.5": 40.0})
     write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
-    records = {"ensemble@lp1": 41.0, "ensemble@lp1.5": 41.6, "ensemble@lp2": 41.2}
+    records = {"ensemble@lp1": 41.0, "ensemble@lp1.5": 41.6, "ensemble[0.7,0.3]@lp2": 41.2}
     write_json(
         tmp_path / "pair" / "val.json",
         {k: {"bleu_literature": b, "bleu": b - 1, "chrf": b + 20} for k, b in records.items()},
     )
     assert selection.ensemble_rows(tmp_path) == [
-        "| pair | anchor:1, anchor:2 | 1.5 | 41.60 | 40.60 | 61.60 |"
+        "| pair | anchor:1, anchor:2 | equal | 1.5 | 41.60 | 40.60 | 61.60 |"
+    ]
+    records["ensemble[0.7,0.3]@lp2"] = 41.7
+    write_json(
+        tmp_path / "pair" / "val.json",
+        {k: {"bleu_literature": b, "bleu": b - 1, "chrf": b + 20} for k, b in records.items()},
+    )
+    assert selection.ensemble_rows(tmp_path) == [
+        "| pair | anchor:1, anchor:2 | 0.7, 0.3 | 2 | 41.70 | 40.70 | 61.70 |"
     ]
     assert [row.split(" | ")[0] for row in selection.val_rows(tmp_path)] == ["| anchor"]
 
@@ -386,7 +394,10 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
     write_seed(tmp_path / "anchor", 1, {"last-5@lp1.5": 40.0})
     write_seed(tmp_path / "anchor", 2, {"last-5@lp1.5": 39.0})
     write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
-    write_json(tmp_path / "pair" / "val.json", {"ensemble@lp2": {"bleu_literature": 41.0}})
+    write_json(
+        tmp_path / "pair" / "val.json",
+        {"ensemble@lp2": {"bleu_literature": 41.0}, "ensemble[3,1]@lp1": {"bleu_literature": 41.5}},
+    )
     refs = ["a b c d", "e f g h", "i j k l"]
     ref = tmp_path / "ref.txt"
     ref.write_text("".join(line + "\n" for line in refs))
@@ -394,9 +405,9 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
     outputs["ensemble"] = refs
     calls = []
 
-    def fake_evaluate(model, src, ref_path, folder, beam, lp):
+    def fake_evaluate(model, src, ref_path, folder, beam, lp, weights=None):
         name = "ensemble" if isinstance(model, list) else str(model)
-        calls.append((name, lp))
+        calls.append((name, lp, weights))
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "hypotheses.txt").write_text("".join(h + "\n" for h in outputs[name]))
         bleu = {"anchor:1": 30.0, "anchor:2": 10.0, "ensemble": 90.0}[name]
@@ -409,9 +420,9 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
     args = argparse.Namespace(out=tmp_path, name="pair", again=False, data=tmp_path,
                               test_split="test_2016_flickr", pair="en-de", beam=5)  # fmt: skip
     selection.final(args)
-    assert calls == [("anchor:1", 1.5), ("anchor:2", 1.5), ("ensemble", 2.0)]
+    assert calls == [("anchor:1", 1.5, None), ("anchor:2", 1.5, None), ("ensemble", 1.0, [3, 1])]
     (record,) = json.loads((tmp_path / "pair" / "final.json").read_text())
-    assert record["setting"] == "ensemble@lp2"
+    assert record["setting"] == "ensemble[3,1]@lp1"
     assert record["bootstrap"]["baseline"] == "anchor:1"
     assert 0 < record["bootstrap"]["p_value"] <= 1
     assert record["bootstrap"]["b"]["score"] > record["bootstrap"]["a"]["score"]
@@ -444,3 +455,14 @@ def test_a_stopped_fit_continues_from_its_last_checkpoint(
     write_json(tmp_path / "anchor" / "recipe.json", {"config": ["base.yaml"], "override": []})
     (row,) = selection.val_rows(tmp_path)
     assert row.endswith("| 1 (resumed: the last part) |" if stopped else "| 1 |")
+
+
+def test_an_ensembles_weights_are_named_in_its_setting_and_read_back(selection: ModuleType):
+    for weights in (None, [0.7, 0.3], [2.0, 1.0, 1.0]):
+        model = selection.ensemble_model(weights)
+        assert selection.ensemble_weights(model) == weights
+    assert selection.ensemble_model([0.7, 0.3]) == "ensemble[0.7,0.3]"
+    assert selection.parse_weighting("0.7,0.3", 2) == [0.7, 0.3]
+    for wrong in ("0.7", "0.7,x", "1,-1", "0,0"):
+        with pytest.raises(SystemExit, match=f"--weights {wrong}: "):
+            selection.parse_weighting(wrong, 2)
