@@ -1,6 +1,6 @@
 """What every command that translates shares: its search options (``DecodeOptions``), the
-search they make of a model's own (``search_settings``), and the model, checkpoints or a
-CTranslate2 export, opened as one ``Decoder`` (``open_decoder``).
+search they make of a model's own (``search_settings``), and the model (``ModelOptions``),
+checkpoints or a CTranslate2 export, opened as one ``Decoder`` (``open_decoder``).
 
 CTranslate2 is imported only when an export is opened: ``ctranslate2`` is an optional extra.
 """
@@ -48,6 +48,27 @@ class DecodeOptions:
 
 
 BEAM_SEARCH = DecodeOptions()  # the defaults of translate, evaluate and serve
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """What a command translates with: checkpoints (several: an ensemble) or an export.
+
+    Attributes:
+        ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble (the
+            mean of the models' log-probabilities at every step)
+        ensemble_weight: with several --ckpt, the members' weights in that mean, one per
+            --ckpt in the same order (scaled to sum to 1; default: equal)
+        ctranslate2: a CTranslate2 export (`seq2seq export`, a folder) instead of a
+            checkpoint; search options as with --ckpt (see the README), --bf16 excepted
+    """
+
+    ckpt: list[str] | None = None
+    ensemble_weight: list[float] | None = None
+    ctranslate2: str | None = None
+
+
+NO_MODEL = ModelOptions()  # the default, before the options: --ckpt or --ctranslate2 is required
 
 
 def search_settings(
@@ -152,44 +173,33 @@ def check_ensemble_weights(ckpt: list[str] | None, ensemble_weight: list[float] 
         raise UsageError(f"--ensemble-weight: {error}") from None
 
 
-def check_model_options(
-    command: str,
-    ckpt: list[str] | None,
-    ctranslate2: str | None,
-    ensemble_weight: list[float] | None = None,
-) -> None:
+def check_model_options(command: str, model: ModelOptions) -> None:
     """The checks of a decoding ``command``'s model that need no loading: ``--ckpt`` (each
     path a checkpoint file, weighted by ``--ensemble-weight`` if several) or
     ``--ctranslate2``, one of the two."""
-    if ckpt is None and ctranslate2 is None:
+    if model.ckpt is None and model.ctranslate2 is None:
         raise UsageError(f"{command} needs --ckpt or --ctranslate2")
-    if ckpt is not None and ctranslate2 is not None:
+    if model.ckpt is not None and model.ctranslate2 is not None:
         raise UsageError("--ckpt and --ctranslate2 exclude each other")
-    check_ensemble_weights(ckpt, ensemble_weight)
-    for path in ckpt or []:
+    check_ensemble_weights(model.ckpt, model.ensemble_weight)
+    for path in model.ckpt or []:
         check_checkpoint_path(path)
 
 
 def open_decoder(
-    command: str,
-    ckpt: list[str] | None,
-    ctranslate2: str | None,
-    options: DecodeOptions,
-    n_best: int = 1,
-    ensemble_weight: list[float] | None = None,
+    command: str, model: ModelOptions, options: DecodeOptions, n_best: int = 1
 ) -> Decoder:
     """The model of a ``command`` that decodes, checked (``check_model_options``) and
-    loaded: the checkpoints of ``--ckpt`` (several: an ensemble, weighted by
-    ``ensemble_weight``) or the export of ``--ctranslate2``, with the search ``options``
-    make of its own."""
-    check_model_options(command, ckpt, ctranslate2, ensemble_weight)
-    if ctranslate2 is not None:
+    loaded: the checkpoints of ``--ckpt`` (several: an ensemble) or the export of
+    ``--ctranslate2``, with the search ``options`` make of its own."""
+    check_model_options(command, model)
+    if model.ctranslate2 is not None:
         from seq2seq.ct2_translate import check_search, load_export
 
-        exported = load_export(ctranslate2)
+        exported = load_export(model.ctranslate2)
         search = search_settings(options, exported.search, n_best)
         check_search(search)
         return ExportDecoder(search, options, exported=exported)
-    trained = load_ensemble(ckpt or [], weights=ensemble_weight)
+    trained = load_ensemble(model.ckpt or [], weights=model.ensemble_weight)
     search = search_settings(options, trained.search, n_best)
     return CheckpointDecoder(search, options, trained=trained)

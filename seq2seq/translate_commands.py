@@ -27,7 +27,14 @@ from seq2seq.command_line import (
     check_parallel,
     command,
 )
-from seq2seq.decoding import BEAM_SEARCH, DecodeOptions, check_model_options, open_decoder
+from seq2seq.decoding import (
+    BEAM_SEARCH,
+    NO_MODEL,
+    DecodeOptions,
+    ModelOptions,
+    check_model_options,
+    open_decoder,
+)
 from seq2seq.errors import OutputError
 from seq2seq.text_lines import iter_lines, read_lines
 from seq2seq.translator import Translation
@@ -35,9 +42,7 @@ from seq2seq.translator import Translation
 
 @command
 def translate(
-    ckpt: list[str] | None = None,
-    ensemble_weight: list[float] | None = None,
-    ctranslate2: str | None = None,
+    model: ModelOptions = NO_MODEL,
     decode: DecodeOptions = BEAM_SEARCH,
     input: str | None = None,
     output: str | None = None,
@@ -53,12 +58,7 @@ def translate(
     its old content, and after a failure too).
 
     Args:
-        ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble (the
-            mean of the models' log-probabilities at every step)
-        ensemble_weight: with several --ckpt, the members' weights in that mean, one per
-            --ckpt in the same order (scaled to sum to 1; default: equal)
-        ctranslate2: translate with a CTranslate2 export (`seq2seq export`, a folder) instead
-            of a checkpoint; search options as with --ckpt (see the README), --bf16 excepted
+        model: the checkpoints or the export to translate with
         decode: the search and its batches
         input: source text, one sentence per line (default: stdin)
         output: where to write translations (default: stdout)
@@ -69,12 +69,10 @@ def translate(
         raise UsageError(
             f"argument --n-best: must be an integer in [1, --beam {decode.beam}], got {n_best}"
         )
-    check_model_options("translate", ckpt, ctranslate2, ensemble_weight)  # before any work
+    check_model_options("translate", model)  # the cheap checks before any work
     check_input_file(input)
     check_output_file(output)
-    decoder = open_decoder(
-        "translate", ckpt, ctranslate2, decode, n_best, ensemble_weight
-    )  # before reading
+    decoder = open_decoder("translate", model, decode, n_best)  # before reading
     lines = iter_lines(input) if input else arriving_lines(sys.stdin.buffer)
     translations = decoder.stream(lines, progress)
     if not output:
@@ -117,9 +115,7 @@ def _write_to_stdout(translations: Iterable[Translation], n_best: int) -> None:
 def evaluate(
     src: str,
     ref: str,
-    ckpt: list[str] | None = None,
-    ensemble_weight: list[float] | None = None,
-    ctranslate2: str | None = None,
+    model: ModelOptions = NO_MODEL,
     decode: DecodeOptions = BEAM_SEARCH,
     lang: str | None = None,
     output: str | None = None,
@@ -132,11 +128,7 @@ def evaluate(
     Args:
         src: source sentences
         ref: reference translations
-        ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble
-        ensemble_weight: with several --ckpt, the members' weights, one per --ckpt in the
-            same order (scaled to sum to 1; default: equal)
-        ctranslate2: score a CTranslate2 export (`seq2seq export`, a folder) instead of a
-            checkpoint; search options as with --ckpt, --bf16 excepted
+        model: the checkpoints or the export to score
         decode: the search and its batches
         lang: target language for the literature scoring (default: config)
         output: also write the translations here
@@ -144,11 +136,11 @@ def evaluate(
     """
     from seq2seq.metrics import literature_bleu, score_corpus
 
-    check_model_options("evaluate", ckpt, ctranslate2, ensemble_weight)  # before any work
+    check_model_options("evaluate", model)  # the cheap checks before any work
     check_input_file(src)
     check_input_file(ref)
     check_output_file(output)
-    decoder = open_decoder("evaluate", ckpt, ctranslate2, decode, 1, ensemble_weight)
+    decoder = open_decoder("evaluate", model, decode)
     sources, refs = read_lines(src), read_lines(ref)
     check_parallel(src, sources, ref, refs)
     start = time.perf_counter()

@@ -8,13 +8,19 @@ from pathlib import Path
 import pytest
 
 from seq2seq.command_line import UsageError
-from seq2seq.decoding import CheckpointDecoder, DecodeOptions, check_model_options, open_decoder
+from seq2seq.decoding import (
+    CheckpointDecoder,
+    DecodeOptions,
+    ModelOptions,
+    check_model_options,
+    open_decoder,
+)
 from seq2seq.errors import Seq2SeqError
 
 
 def test_a_decoder_searches_with_the_models_settings_changed_by_the_options(trained_run: dict):
     options = DecodeOptions(beam=3, max_len_ratio=2.0)
-    decoder = open_decoder("translate", [str(trained_run["ckpt"])], None, options, n_best=2)
+    decoder = open_decoder("translate", ModelOptions([str(trained_run["ckpt"])]), options, n_best=2)
     assert isinstance(decoder, CheckpointDecoder)
     assert (decoder.search.beam_size, decoder.search.n_best) == (3, 2)
     assert decoder.search.max_len_ratio == 2.0
@@ -28,7 +34,7 @@ def test_streamed_and_all_at_once_translations_agree(trained_run: dict):
     lines = (trained_run["corpus"] / "test.en").read_text().splitlines()[:40]
     lines[5] = ""  # a blank line: an empty translation either way
     options = DecodeOptions(beam=3)
-    decoder = open_decoder("translate", [str(trained_run["ckpt"])], None, options, n_best=3)
+    decoder = open_decoder("translate", ModelOptions([str(trained_run["ckpt"])]), options, n_best=3)
     arriving = [*lines[:7], None, *lines[7:]]  # the input paused after line 7
     streamed = list(decoder.stream(arriving, progress=False))
     at_once = decoder.translate_all(lines)
@@ -49,10 +55,11 @@ def test_streamed_and_all_at_once_translations_agree(trained_run: dict):
 )
 def test_one_model_source_is_required(ckpt, ctranslate2, message):
     with pytest.raises(UsageError, match=message):
-        check_model_options("translate", ckpt, ctranslate2)
+        check_model_options("translate", ModelOptions(ckpt, ctranslate2=ctranslate2))
 
 
 def test_each_checkpoint_is_checked_before_any_is_loaded(trained_run: dict, tmp_path: Path):
     missing = tmp_path / "nope.ckpt"
     with pytest.raises(Seq2SeqError, match="checkpoint not found"):
-        open_decoder("translate", [str(trained_run["ckpt"]), str(missing)], None, DecodeOptions())
+        both = ModelOptions([str(trained_run["ckpt"]), str(missing)])
+        open_decoder("translate", both, DecodeOptions())
