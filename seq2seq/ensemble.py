@@ -116,7 +116,8 @@ class Ensemble(EncoderDecoder):
             return tensors[0]
         if self.weights is None:
             return torch.stack(tensors).mean(dim=0)
-        return sum(w * t for w, t in zip(self.weights, tensors, strict=True))
+        # a member of weight 0 is left out, not multiplied: 0 * -inf would be NaN
+        return sum(w * t for w, t in zip(self.weights, tensors, strict=True) if w > 0)
 
     def encode(self, src: Tensor, src_lens: Tensor) -> EnsembleMemory:
         memories = [member.encode(src, src_lens) for member in self.members]

@@ -99,6 +99,12 @@ def test_a_member_of_weight_zero_changes_nothing(beam):
         assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)
 
 
+def test_a_member_of_weight_zero_cannot_turn_minus_infinity_into_nan():
+    ensemble = Ensemble([rnn(), transformer()], weights=[1.0, 0.0])
+    kept, silent = torch.log_softmax(torch.randn(3, 12), -1), torch.full((3, 12), float("-inf"))
+    assert torch.equal(ensemble._mean([kept, silent]), kept)
+
+
 @pytest.mark.parametrize(
     ("weights", "complaint"),
     [([1.0], "1 weights given for 2 members"), ([1.0, -1.0], ">= 0"),
