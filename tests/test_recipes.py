@@ -226,3 +226,19 @@ def test_the_en_fr_recipe_is_the_en_de_one_on_french_targets(
     En-De Transformer chose on its own val set."""
     differ = ["data.tgt_lang", "trainer.default_root_dir", *also]
     assert without(effective["en-fr", name], *differ) == without(effective["en-de", name], *differ)
+
+
+@pytest.mark.parametrize("name", ["transformer", "luong-concat-hour"])
+def test_the_selection_overlay_keeps_ten_epochs_and_lifts_max_time_only(
+    name: str, effective: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    """configs/select-on-val.yaml, last after a recipe (BENCHMARKS.md appendix M), keeps
+    the last 10 epochs for val to choose among and changes nothing else of the recipe."""
+    selected = printed_config(
+        [*recipe_files("en-de", name), MULTI30K.parent / "select-on-val.yaml"]
+    )
+    [recent] = selected["trainer"]["callbacks"]
+    assert recent["init_args"]["monitor"] == "epoch" and recent["init_args"]["save_top_k"] == 10
+    assert selected["trainer"]["max_time"] is None
+    changed = ["trainer.callbacks", "trainer.max_time"]
+    assert without(selected, *changed) == without(effective["en-de", name], *changed)
