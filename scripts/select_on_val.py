@@ -22,7 +22,8 @@ picks, per recipe, the setting with the highest mean literature BLEU over seeds,
 reports it with its spread. ``ensemble`` decodes with several trained seeds at once (each
 member the model its recipe's val-chosen setting names) and chooses the ensemble's length
 penalty on val; its ``final`` scores the ensemble and each member on the test set, with
-sacreBLEU's paired bootstrap of the ensemble against its best member. Results live in
+sacreBLEU's paired bootstrap of the ensemble against its best member (on literature BLEU,
+the measure that chose them). Results live in
 ``--out`` (default ``runs/selection``); an interrupted ``train`` continues where it stopped.
 """
 
@@ -257,7 +258,7 @@ def final(args: argparse.Namespace) -> None:
         print(f"{args.name} {args.test_split} {metric}: {each}")
     if is_ensemble:
         bootstrap = record["bootstrap"]
-        print(f"paired bootstrap, ensemble against {bootstrap['baseline']}: "
+        print(f"paired bootstrap (literature BLEU), ensemble against {bootstrap['baseline']}: "
               f"p = {bootstrap['p_value']:.4f}")  # fmt: skip
 
 
@@ -359,7 +360,8 @@ def ensemble_rows(out: Path) -> list[str]:
 def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """The test scores of an ensemble (under its val-chosen weights and length penalty) and
     of each member (under its recipe's val-chosen setting), and the paired bootstrap of the ensemble
-    against its best member (sacreBLEU)."""
+    against its best member, on literature BLEU, which chose the member and also scores a
+    recipe trained on lowercased text."""
     from seq2seq.metrics import paired_bootstrap
     from seq2seq.text_lines import read_lines
 
@@ -378,7 +380,8 @@ def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     scores[ENSEMBLE] = evaluate(models, *test, scratch[ENSEMBLE], args.beam, penalty, weights)
     best = max(members, key=lambda m: scores[m]["bleu_literature"])
     hypotheses = [read_lines(scratch[name] / "hypotheses.txt") for name in (best, ENSEMBLE)]
-    test_result = paired_bootstrap(*hypotheses, read_lines(test[1]))
+    target_lang = args.pair.split("-")[1]
+    test_result = paired_bootstrap(*hypotheses, read_lines(test[1]), literature_lang=target_lang)
     return {
         "setting": setting.key,
         "scores": scores,

@@ -136,17 +136,22 @@ def literature_tokenize(line: str, lang: str) -> str:
     return tokenizer.tokenize(normalized, return_str=True, escape=True)
 
 
+def _literature_metric() -> BLEU:
+    """sacrebleu's BLEU for ``literature_tokenize``d lines: it does not tokenise again, and its
+    signature says so (``case:lc|tok:none``)."""
+    # force: the text is tokenised on purpose, so sacrebleu's "forgot to detokenize?"
+    # warning (lines ending in " .") would be noise
+    return BLEU(tokenize="none", lowercase=True, force=True)
+
+
 def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> BleuScore:
     """BLEU as the Multi30k literature reports it: on ``literature_tokenize``d text.
 
-    Both ``hyps`` and ``refs`` are raw (detokenised, cased) lines; sacrebleu does not tokenise
-    again, and its signature says so (``case:lc|tok:none``).
+    Both ``hyps`` and ``refs`` are raw (detokenised, cased) lines.
     """
     _check_pairs(hyps, refs)
     return _bleu_result(
-        # force: the text is tokenised on purpose, so sacrebleu's "forgot to detokenize?"
-        # warning (lines ending in " .") would be noise
-        BLEU(tokenize="none", lowercase=True, force=True),
+        _literature_metric(),
         [literature_tokenize(line, lang) for line in hyps],
         [literature_tokenize(line, lang) for line in refs],
     )
@@ -172,23 +177,33 @@ def paired_bootstrap(
     refs: Sequence[str],
     n_samples: int = 1000,
     seed: int = 12345,
+    literature_lang: str | None = None,
 ) -> PairedBootstrap:
     """Paired bootstrap resampling (Koehn 2004) of corpus BLEU, as ``sacrebleu --paired-bs``.
 
     Both systems are scored on the same ``n_samples`` resamples of the test set; ``ci`` is the
     half-width of each system's 95% interval and ``p_value`` that of the BLEU difference
     (system ``a`` is sacrebleu's baseline). ``seed`` must be positive: sacrebleu treats 0 as
-    "unseeded".
+    "unseeded". BLEU is sacreBLEU's default, or with ``literature_lang`` the literature's
+    (``literature_bleu``), which a model trained on lowercased text needs.
     """
     if n_samples < 1 or seed < 1:
         raise Seq2SeqError(f"n_samples and seed must be positive, got {n_samples} and {seed}")
     _check_pairs(hyps_a, refs, "hypotheses from system a")
     _check_pairs(hyps_b, refs, "hypotheses from system b")
+    metric = BLEU() if literature_lang is None else _literature_metric()
+
+    def lines(texts: Sequence[str]) -> list[str]:
+        """``texts`` as ``metric`` reads them."""
+        if literature_lang is None:
+            return list(texts)
+        return [literature_tokenize(text, literature_lang) for text in texts]
+
     with _sacrebleu_seed(seed):
         test = PairedTest(
-            [("a", list(hyps_a)), ("b", list(hyps_b))],
-            {"BLEU": BLEU()},
-            [list(refs)],
+            [("a", lines(hyps_a)), ("b", lines(hyps_b))],
+            {"BLEU": metric},
+            [lines(refs)],
             test_type="bs",
             n_samples=n_samples,
         )

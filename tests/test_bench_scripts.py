@@ -426,6 +426,7 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
     assert record["bootstrap"]["baseline"] == "anchor:1"
     assert 0 < record["bootstrap"]["p_value"] <= 1
     assert record["bootstrap"]["b"]["score"] > record["bootstrap"]["a"]["score"]
+    assert "case:lc|eff:no|tok:none" in record["bootstrap"]["signature"]  # literature BLEU
 
 
 @pytest.mark.parametrize("stopped", [False, True])

@@ -207,6 +207,25 @@ def test_paired_bootstrap_sees_no_difference_between_equal_systems() -> None:
     assert mirrored["p_value"] > 0.05
 
 
+def test_paired_bootstrap_with_literature_lang_scores_literature_bleu() -> None:
+    """A system trained on lowercased text is compared on the literature's BLEU: case and
+    Moses tokens do not count against it, and its score is ``literature_bleu``'s."""
+    refs = [f"The cat{i}, a dog{i % 5} and Bird{i % 7}." for i in range(60)]
+    lowercased = [ref.lower() for ref in refs]
+    half_garbled = [ref if i % 2 else GARBLED for i, ref in enumerate(refs)]
+
+    literature = paired_bootstrap(lowercased, half_garbled, refs, 100, literature_lang="en")
+    cased = paired_bootstrap(lowercased, half_garbled, refs, 100)
+
+    assert literature["a"]["score"] == pytest.approx(100.0)
+    assert literature["b"]["score"] == pytest.approx(
+        literature_bleu(half_garbled, refs, "en")["score"]
+    )
+    assert literature["p_value"] < 0.05
+    assert "case:lc" in literature["signature"] and "tok:none" in literature["signature"]
+    assert cased["a"]["score"] < 100.0  # cased sacreBLEU holds the lowercase against it
+
+
 def test_paired_bootstrap_is_reproducible_and_checks_its_inputs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
