@@ -17,7 +17,7 @@ DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
 	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines \
-	bench-serve profile-search
+	bench-serve profile-search profile-engines
 
 install: $(STAMP)
 
@@ -133,6 +133,13 @@ bench-engines: $(STAMP) multi30k
 
 # Where beam search spends its time on the same checkpoint (the first 500 sentences of
 # test_2016, profiled by operator); not in `bench`.
+# Both engines under Linux perf (native code included): what the gap between them is made of.
+profile-engines: $(STAMP) multi30k
+	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
+	$(RUN_PY) scripts/profile_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
+	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz \
+	  --json $(BENCH)/profile-engines.json
+
 profile-search: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
 	$(RUN_PY) scripts/profile_search.py --ckpt $(ENGINES_CKPT) \

@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ENGINES = ("seq2seq-fp32", "seq2seq-bf16", "ct2-float32", "ct2-int8")
@@ -79,11 +80,18 @@ def export_models(args: argparse.Namespace) -> None:
             export_ctranslate2(trained, folder, quantization)
 
 
-def run(args: argparse.Namespace, engine: str, search: str) -> dict:
-    command = [sys.executable, __file__, "--child", "--engine", engine, "--search", search,
-               "--ckpt", str(args.ckpt), "--src", str(args.src), "--ref", str(args.ref),
-               "--out", str(args.out), "--threads", str(args.threads),
-               "--max-tokens", str(args.max_tokens)]  # fmt: skip
+def child_command(args: argparse.Namespace, engine: str, search: str) -> list[str]:
+    """The command of one run: a fresh process translating ``args.src`` with one engine."""
+    return [sys.executable, __file__, "--child", "--engine", engine, "--search", search,
+            "--ckpt", str(args.ckpt), "--src", str(args.src), "--ref", str(args.ref),
+            "--out", str(args.out), "--threads", str(args.threads),
+            "--max-tokens", str(args.max_tokens)]  # fmt: skip
+
+
+def run(args: argparse.Namespace, engine: str, search: str, prefix: Sequence[str] = ()) -> dict:
+    """One run's JSON line (speed, peak RSS, hypotheses); ``prefix`` wraps the child's
+    command (a profiler)."""
+    command = [*prefix, *child_command(args, engine, search)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode:

@@ -467,3 +467,56 @@ def test_an_ensembles_weights_are_named_in_its_setting_and_read_back(selection: 
     for wrong in ("0.7", "0.7,x", "1,-1", "0,0"):
         with pytest.raises(SystemExit, match=f"--weights {wrong}: "):
             selection.parse_weighting(wrong, 2)
+
+
+@pytest.fixture(scope="module")
+def engines_profile() -> ModuleType:
+    return load_script("profile_engines")
+
+
+def test_perf_samples_are_put_where_they_belong(engines_profile: ModuleType):
+    """Both engines' functions, as perf names them, in the categories of the gap's table."""
+    expected = {
+        ("libtorch_cpu.so", "mkl_blas_def_sgemm_kernel_0_zen"): "matrix products",
+        ("[JIT] tid 26366", "0x00007f57922c523c"): "matrix products",  # oneDNN's kernels
+        ("libctranslate2.so.4", "dnnl::impl::cpu::x64::gemm_info_t<float>::jit_init"): (
+            "matrix products"
+        ),
+        ("libtorch_cpu.so", "at::native::AVX512::serial_vec_log_softmax_lastdim_range<float>"): (
+            "softmax"
+        ),
+        ("libctranslate2.so.4", "ctranslate2::cpu::softmax<(ctranslate2::cpu::CpuIsa)2>"): (
+            "softmax"
+        ),
+        ("libctranslate2.so.4", "ctranslate2::cpu::parallel_for<ctranslate2::ops::TopK>"): (
+            "top-k"
+        ),
+        ("libtorch_cpu.so", "at::native::AVX2::direct_copy_kernel(at::TensorIteratorBase&)"): (
+            "copies"
+        ),
+        ("libc.so.6", "__memmove_avx512_unaligned_erms"): "copies",
+        ("[kernel.kallsyms]", "clear_page_erms"): "kernel (page zeroing, faults)",
+        ("libgomp.so.1", "0x000000000001e02a"): "OpenMP runtime",
+        ("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault"): "Python interpreter",
+        ("libtorch_cpu.so", "at::native::AVX2::RowwiseMomentsImpl<float, 4l>"): "other",
+    }
+    assert {key: engines_profile.category(*key) for key in expected} == expected
+
+
+def test_a_perf_report_is_summed_by_category(engines_profile: ModuleType):
+    report = "\n".join([
+        "# Samples: 18K of event 'cpu-clock:ppp'",
+        "#",
+        "10477|libtorch_cpu.so|[.] mkl_blas_def_sgemm_kernel_0_zen",
+        "   40|[JIT] tid 26366|[.] 0x00007f57922c523c",
+        "  702|libtorch_cpu.so|[.] at::native::serial_vec_log_softmax_lastdim_range<float>",
+        "    5|libfoo.so|[.] a|b",  # a '|' inside a symbol stays in the symbol
+        "",
+    ])  # fmt: skip
+    rows = list(engines_profile.report_rows(report))
+    assert rows[-1] == (5, "libfoo.so", "[.] a|b")
+    totals = engines_profile.by_category(rows)
+    assert totals == {"matrix products": 10517, "softmax": 702, "other": 5}
+    lines = engines_profile.table({"a": 100.0, "b": 120.0}, {"a": totals, "b": totals})
+    assert lines[2] == "| matrix products | 10517 (93.7%) | 10517 (93.7%) |"
+    assert lines[-2] == "| all | 11224 | 11224 |" and lines[-1].endswith("| 100.0 | 120.0 |")
