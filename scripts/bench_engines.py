@@ -99,15 +99,20 @@ def run(args: argparse.Namespace, engine: str, search: str, prefix: Sequence[str
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every run (``child_command``) needs: model, data, exports, threads."""
     parser.add_argument("--ckpt", type=Path, required=True, help="a Transformer checkpoint")
     parser.add_argument("--src", type=Path, required=True, help="source sentences (.gz or not)")
     parser.add_argument("--ref", type=Path, required=True, help="reference translations")
     parser.add_argument("--out", type=Path, required=True, help="folder for exports and results")
-    parser.add_argument("--rounds", type=int, default=2, help="runs of every engine and search")
     parser.add_argument("--threads", type=int, default=2, help="threads of every engine")
     parser.add_argument("--max-tokens", type=int, default=4096, help="source pieces per batch")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_run_arguments(parser)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of every engine and search")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--search", choices=list(SEARCHES), help=argparse.SUPPRESS)

@@ -101,12 +101,7 @@ def table(speeds: dict[str, float], samples: dict[str, Counter[str]]) -> list[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ckpt", type=Path, required=True, help="a Transformer checkpoint")
-    parser.add_argument("--src", type=Path, required=True, help="source sentences (.gz or not)")
-    parser.add_argument("--ref", type=Path, required=True, help="reference translations")
-    parser.add_argument("--out", type=Path, required=True, help="folder of the exports")
-    parser.add_argument("--threads", type=int, default=2, help="threads of every engine")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="source pieces per batch")
+    bench_engines.add_run_arguments(parser)
     parser.add_argument("--frequency", type=int, default=999, help="samples per second")
     parser.add_argument("--json", type=Path, help="also write the counts here")
     args = parser.parse_args()
