@@ -131,15 +131,16 @@ bench-engines: $(STAMP) multi30k
 	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz \
 	  --rounds 4
 
-# Where beam search spends its time on the same checkpoint (the first 500 sentences of
-# test_2016, profiled by operator); not in `bench`.
-# Both engines under Linux perf (native code included): what the gap between them is made of.
+# Both engines under Linux perf (native code included): what the gap between them is made
+# of; not in `bench`.
 profile-engines: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
 	$(RUN_PY) scripts/profile_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
 	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz \
 	  --json $(BENCH)/profile-engines.json
 
+# Where beam search spends its time on the same checkpoint (the first 500 sentences of
+# test_2016, profiled by operator); not in `bench`.
 profile-search: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
 	$(RUN_PY) scripts/profile_search.py --ckpt $(ENGINES_CKPT) \
