@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from seq2seq.checkpoint import Trained
 from seq2seq.data.batching import source_batches
 from seq2seq.search import Hypothesis, SearchSettings, translate_batch
+from seq2seq.speedups.onednn_linear import onednn_linears
 
 log = logging.getLogger("seq2seq")
 
@@ -165,7 +166,7 @@ def _translate_chunk(
             results[i] = Translation(line, [""], [Hypothesis([], 0.0, 0.0)])
     src_ids = [src_ids[i] for i in nonblank]
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=search.bf16)
-    with torch.inference_mode(), autocast:
+    with torch.inference_mode(), autocast, onednn_linears(trained.model):
         for batch in source_batches(src_ids, max_tokens, vocab.spec.pad_id, vocab.spec.eos_id):
             nbests = translate_batch(
                 trained.model, batch.src, batch.src_lens, search, return_attention

@@ -3,9 +3,9 @@
 Unset or empty, every trick is on. ``SEQ2SEQ_PLAIN=1`` (or ``all``) turns every trick off,
 so that everything runs the plain PyTorch path; a comma-separated list of trick names
 turns those off, e.g. ``SEQ2SEQ_PLAIN=cpu_dropout,malloc``. The names are the modules of
-``seq2seq.speedups``: ``malloc``, ``cpu_dropout``, ``beam_shared_source``. Use it to
-measure a trick against its plain path, or to rule a trick out when something looks
-wrong. The variable is read whenever a trick is about to run, so a test can set it.
+``seq2seq.speedups``: ``malloc``, ``cpu_dropout``, ``beam_shared_source``,
+``onednn_linear``. Use it to measure a trick against its plain path, or to rule a trick
+out when something looks wrong. The variable is read whenever a trick is about to run, so a test can set it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 from seq2seq.errors import Seq2SeqError
 
 VARIABLE = "SEQ2SEQ_PLAIN"
-TRICKS = ("malloc", "cpu_dropout", "beam_shared_source")
+TRICKS = ("malloc", "cpu_dropout", "beam_shared_source", "onednn_linear")
 _ALL = {"1", "all"}
 
 
