@@ -4,7 +4,7 @@ PyTorch computes a float32 ``nn.Linear`` on the CPU with MKL's sgemm. The oneDNN
 that PyTorch bundles (and that CTranslate2 uses on x86) runs the same products faster at
 the shapes of a search, once the weight has been reordered into oneDNN's blocked layout:
 [N, 256] x [256, 8000], the output layer, 14.9 against 18.1 ms at N = 760 rows and 0.13
-against 0.44 ms at N = 5; the feed-forward products 15-55% faster (2 threads, measured
+against 0.44 ms at N = 5; the feed-forward products 12-54% faster (2 threads, measured
 alone on the reference machine). A primitive for a new row count costs under a
 millisecond once the first has been built, so the search's changing row counts are fine.
 
