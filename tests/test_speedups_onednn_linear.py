@@ -107,3 +107,14 @@ def test_switched_off_the_layers_are_untouched(monkeypatch):
         assert not any("forward" in vars(m) for m in model.modules())
         search(model, 5)
     assert not routed_through_onednn(model.output)
+
+
+def test_overlapping_blocks_switch_back_when_the_last_closes():
+    model = tiny_transformer()
+    first, second = onednn_linears(model), onednn_linears(model)
+    first.__enter__()
+    second.__enter__()  # as a second server thread would, while the first still searches
+    first.__exit__(None, None, None)
+    assert "forward" in vars(model.output)  # the second block still runs through oneDNN
+    second.__exit__(None, None, None)
+    assert not any("forward" in vars(m) for m in model.modules())

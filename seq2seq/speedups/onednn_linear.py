@@ -20,6 +20,7 @@ of the products.
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,18 +71,33 @@ def linear(layer: nn.Linear, x: Tensor) -> Tensor:
     return out.view(*x.shape[:-1], weight.shape[0])
 
 
+# model -> the blocks open on it (threads of a server, nested calls); guarded by _lock
+_open_blocks: weakref.WeakKeyDictionary[nn.Module, int] = weakref.WeakKeyDictionary()
+_patched: weakref.WeakKeyDictionary[nn.Module, list[nn.Linear]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
 @contextmanager
 def onednn_linears(model: nn.Module) -> Iterator[None]:
     """Inside the block, ``model``'s ``nn.Linear`` layers compute through ``linear``;
-    nothing changes where the trick is off or this PyTorch has no oneDNN."""
+    nothing changes where the trick is off or this PyTorch has no oneDNN. Blocks on one
+    model may overlap (several threads, nesting): the layers are switched when the first
+    opens and back when the last closes."""
     if not trick_enabled("onednn_linear") or not available():
         yield
         return
-    layers = [m for m in model.modules() if type(m) is nn.Linear and "forward" not in vars(m)]
-    for layer in layers:
-        layer.forward = functools.partial(linear, layer)  # type: ignore[method-assign]
+    with _lock:
+        _open_blocks[model] = _open_blocks.get(model, 0) + 1
+        if _open_blocks[model] == 1:
+            layers = [m for m in model.modules() if type(m) is nn.Linear and "forward" not in vars(m)]
+            for layer in layers:
+                layer.forward = functools.partial(linear, layer)  # type: ignore[method-assign]
+            _patched[model] = layers
     try:
         yield
     finally:
-        for layer in layers:
-            del layer.forward
+        with _lock:
+            _open_blocks[model] -= 1
+            if not _open_blocks[model]:
+                for layer in _patched.pop(model):
+                    del layer.forward
