@@ -89,7 +89,8 @@ def onednn_linears(model: nn.Module) -> Iterator[None]:
     with _lock:
         _open_blocks[model] = _open_blocks.get(model, 0) + 1
         if _open_blocks[model] == 1:
-            layers = [m for m in model.modules() if type(m) is nn.Linear and "forward" not in vars(m)]
+            linears = (m for m in model.modules() if type(m) is nn.Linear)
+            layers = [m for m in linears if "forward" not in vars(m)]  # not switched already
             for layer in layers:
                 layer.forward = functools.partial(linear, layer)  # type: ignore[method-assign]
             _patched[model] = layers

@@ -5,7 +5,8 @@ so that everything runs the plain PyTorch path; a comma-separated list of trick 
 turns those off, e.g. ``SEQ2SEQ_PLAIN=cpu_dropout,malloc``. The names are the modules of
 ``seq2seq.speedups``: ``malloc``, ``cpu_dropout``, ``beam_shared_source``,
 ``onednn_linear``. Use it to measure a trick against its plain path, or to rule a trick
-out when something looks wrong. The variable is read whenever a trick is about to run, so a test can set it.
+out when something looks wrong. The variable is read whenever a trick is about to run, so
+a test can set it.
 """
 
 from __future__ import annotations
