@@ -1,7 +1,7 @@
 """The products of ``nn.Linear`` at inference run in oneDNN, each weight reordered once.
 
 PyTorch computes a float32 ``nn.Linear`` on the CPU with MKL's sgemm. The oneDNN library
-that PyTorch bundles (and that CTranslate2 uses on x86) runs the same products faster at
+that PyTorch bundles (and that CTranslate2 uses on AMD processors) runs the same products faster at
 the shapes of a search, once the weight has been reordered into oneDNN's blocked layout:
 [N, 256] x [256, 8000], the output layer, 14.9 against 18.1 ms at N = 760 rows and 0.13
 against 0.44 ms at N = 5; the feed-forward products 12-54% faster (2 threads, measured
@@ -12,7 +12,8 @@ millisecond once the first has been built, so the search's changing row counts a
 ``model`` called without autograd on a float32 CPU tensor outside autocast computes
 through ``torch.ops.mkldnn._linear_pointwise`` with its weight reordered once (kept while
 the weight is unchanged: its version counter and storage); any other call takes its plain
-forward. Evidence: BENCHMARKS.md, appendix I. The plain path: MKL's sgemm
+forward. Evidence: BENCHMARKS.md, appendix I: beam 5 on test_2016 147.1 against 137.1
+sentences/s, for 190 MB more peak memory (oneDNN's buffers). The plain path: MKL's sgemm
 (``SEQ2SEQ_PLAIN=onednn_linear``, see ``switch``); the same outputs up to float rounding
 of the products.
 """
