@@ -1,8 +1,8 @@
 """The products of ``nn.Linear`` at inference run in oneDNN, each weight reordered once.
 
 PyTorch computes a float32 ``nn.Linear`` on the CPU with MKL's sgemm. The oneDNN library
-that PyTorch bundles (and that CTranslate2 uses on AMD processors) runs the same products faster at
-the shapes of a search, once the weight has been reordered into oneDNN's blocked layout:
+that PyTorch bundles (and that CTranslate2 uses on AMD processors) runs the same products
+faster at the shapes of a search, once the weight is reordered into oneDNN's layout:
 [N, 256] x [256, 8000], the output layer, 14.9 against 18.1 ms at N = 760 rows and 0.13
 against 0.44 ms at N = 5; the feed-forward products 12-54% faster (2 threads, measured
 alone on the reference machine). A primitive for a new row count costs under a
