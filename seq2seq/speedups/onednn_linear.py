@@ -72,9 +72,11 @@ def linear(layer: nn.Linear, x: Tensor) -> Tensor:
     return out.view(*x.shape[:-1], weight.shape[0])
 
 
-# model -> the blocks open on it (threads of a server, nested calls); guarded by _lock
-_open_blocks: weakref.WeakKeyDictionary[nn.Module, int] = weakref.WeakKeyDictionary()
-_patched: weakref.WeakKeyDictionary[nn.Module, list[nn.Linear]] = weakref.WeakKeyDictionary()
+# model -> (how many blocks are open on it: threads of a server, nested calls; the layers
+# the first one switched); guarded by _lock
+_open: weakref.WeakKeyDictionary[nn.Module, tuple[int, list[nn.Linear]]] = (
+    weakref.WeakKeyDictionary()
+)
 _lock = threading.Lock()
 
 
@@ -88,18 +90,21 @@ def onednn_linears(model: nn.Module) -> Iterator[None]:
         yield
         return
     with _lock:
-        _open_blocks[model] = _open_blocks.get(model, 0) + 1
-        if _open_blocks[model] == 1:
+        if model in _open:
+            count, layers = _open[model]
+        else:
             linears = (m for m in model.modules() if type(m) is nn.Linear)
-            layers = [m for m in linears if "forward" not in vars(m)]  # not switched already
+            count, layers = 0, [m for m in linears if "forward" not in vars(m)]  # not switched
             for layer in layers:
                 layer.forward = functools.partial(linear, layer)  # type: ignore[method-assign]
-            _patched[model] = layers
+        _open[model] = (count + 1, layers)
     try:
         yield
     finally:
         with _lock:
-            _open_blocks[model] -= 1
-            if not _open_blocks[model]:
-                for layer in _patched.pop(model):
+            count, layers = _open.pop(model)
+            if count > 1:
+                _open[model] = (count - 1, layers)
+            else:
+                for layer in layers:
                     del layer.forward
