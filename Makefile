@@ -122,8 +122,8 @@ bench-cold-start: $(STAMP)
 	  $(if $(COLD_START_BEFORE),--before $(COLD_START_BEFORE)) --out $(BENCH)/cold-start.json
 
 # One Transformer decoding test_2016 with seq2seq (fp32, bf16) and its CTranslate2 export
-# (float32, int8), beam 5 and greedy, runs alternating; not in `bench`. ENGINES_CKPT: by
-# default the checkpoint bench-quality's Transformer evaluated.
+# (float32, int8; one and two workers), beam 5 and greedy, runs alternating; not in
+# `bench`. ENGINES_CKPT: by default the checkpoint bench-quality's Transformer evaluated.
 ENGINES_CKPT ?= $(shell $(BIN)/python -c "import json; print(json.load(open('$(BENCH)/quality-en-de/transformer/result.json'))['evaluated'])" 2>/dev/null)
 bench-engines: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }

@@ -1,5 +1,6 @@
 """Decoding engines side by side: one Transformer checkpoint decoding a test set with
-seq2seq (fp32, and under bf16 autocast) and with its CTranslate2 export (float32, int8).
+seq2seq (fp32, and under bf16 autocast) and with its CTranslate2 export (float32, int8;
+each also with two workers that translate batches side by side, the ``-2w`` engines).
 
 Each run is a process of its own that loads its engine, then translates every line of
 ``--src`` under one search (beam 5 or greedy, seq2seq's search semantics on both engines,
@@ -30,7 +31,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-ENGINES = ("seq2seq-fp32", "seq2seq-bf16", "ct2-float32", "ct2-int8")
+# CTranslate2's engines: the export each translates with, and its workers (inter_threads)
+CT2_ENGINES = {
+    "ct2-float32": ("ct2-float32", 1),
+    "ct2-int8": ("ct2-int8", 1),
+    "ct2-float32-2w": ("ct2-float32", 2),
+    "ct2-int8-2w": ("ct2-int8", 2),
+}
+ENGINES = ("seq2seq-fp32", "seq2seq-bf16", *CT2_ENGINES)
 SEARCHES = {"beam5": 5, "greedy": 1}
 
 
@@ -58,7 +66,8 @@ def translate_once(args: argparse.Namespace) -> None:
     else:
         from seq2seq.ct2_translate import load_export, translate_stream_ct2
 
-        exported = load_export(args.out / args.engine, threads=args.threads)
+        folder, workers = CT2_ENGINES[args.engine]
+        exported = load_export(args.out / folder, threads=args.threads, workers=workers)
         search = replace(exported.search, beam_size=beam)
         start = time.perf_counter()
         translations = translate_stream_ct2(exported, lines, search, args.max_tokens)
@@ -135,7 +144,7 @@ def main() -> None:
                 hyps = result.pop("hypotheses")
                 result["bleu"] = BLEU().corpus_score(hyps, [references]).score
                 runs.setdefault(f"{search} {engine}", []).append(result)
-                print(f"round {round_ + 1} {search:6s} {engine:13s} "
+                print(f"round {round_ + 1} {search:6s} {engine:14s} "
                       f"{result['sentences_per_s']:7.1f} sent/s  {result['peak_rss_mb']:6.0f} MB  "
                       f"BLEU {result['bleu']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
     summary = {

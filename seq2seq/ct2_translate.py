@@ -79,8 +79,12 @@ def check_search(search: SearchSettings) -> None:
         )
 
 
-def load_export(folder: str | Path, threads: int = 0) -> Exported:
-    """The export in ``folder`` on the CPU (``threads`` 0: CTranslate2's default)."""
+def load_export(folder: str | Path, threads: int = 0, workers: int = 1) -> Exported:
+    """The export in ``folder`` on the CPU, with ``threads`` threads (0: CTranslate2's
+    default; with several ``workers``: PyTorch's thread count) shared among ``workers``
+    that translate batches side by side (CTranslate2's ``inter_threads``)."""
+    if workers > 1:
+        threads = max(1, (threads or torch.get_num_threads()) // workers)
     folder = Path(folder)
     description_path = folder / DESCRIPTION
     if not description_path.is_file():
@@ -93,7 +97,9 @@ def load_export(folder: str | Path, threads: int = 0) -> Exported:
         raise Seq2SeqError(f"{description_path}: unknown format {description.get('format')}")
     ctranslate2 = import_ctranslate2()
     try:
-        translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=threads)
+        translator = ctranslate2.Translator(
+            str(folder), device="cpu", inter_threads=workers, intra_threads=threads
+        )
     except (RuntimeError, ValueError) as error:
         raise Seq2SeqError(f"CTranslate2 cannot load {folder}: {error}") from error
     models = description["sentencepiece"]

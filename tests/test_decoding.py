@@ -58,6 +58,11 @@ def test_one_model_source_is_required(ckpt, ctranslate2, message):
         check_model_options("translate", ModelOptions(ckpt, ctranslate2=ctranslate2))
 
 
+def test_ctranslate2_workers_need_an_export():
+    with pytest.raises(UsageError, match="--ctranslate2-workers applies to --ctranslate2 only"):
+        check_model_options("translate", ModelOptions(["a.ckpt"], ctranslate2_workers=2))
+
+
 def test_each_checkpoint_is_checked_before_any_is_loaded(trained_run: dict, tmp_path: Path):
     missing = tmp_path / "nope.ckpt"
     with pytest.raises(Seq2SeqError, match="checkpoint not found"):

@@ -123,6 +123,39 @@ def test_each_source_is_searched_within_its_own_length_limit(exported, trained_r
     assert 0 < reached < len(sources)  # both kinds of source were tested
 
 
+@pytest.mark.parametrize("beam", [1, 5])
+def test_workers_side_by_side_translate_as_one(exported, trained_run, beam):
+    """Batches shared among two workers (CTranslate2's inter_threads) give what one gives."""
+    lines = _test_lines(trained_run)
+    search = SearchSettings(beam, beam, 1.0, max_len_ratio=RATIO, max_len_offset=OFFSET)
+    small_batches = 16  # source pieces: many batches, so that both workers translate
+    one = list(translate_stream_ct2(load_export(exported, threads=1), lines, search, small_batches))
+    two = load_export(exported, threads=2, workers=2)
+    assert two.translator.num_translators == 2
+    side_by_side = list(translate_stream_ct2(two, lines, search, small_batches))
+    for a, b in zip(one, side_by_side, strict=True):
+        assert [h.tokens for h in b.hypotheses] == [h.tokens for h in a.hypotheses]
+        assert [h.score for h in b.hypotheses] == pytest.approx([h.score for h in a.hypotheses])
+
+
+@pytest.mark.parametrize(
+    ("threads", "workers", "inter", "intra"),
+    [(0, 1, 1, 0), (2, 1, 1, 2), (2, 2, 2, 1), (1, 4, 4, 1), (0, 2, 2, None)],
+)
+def test_workers_share_the_threads(exported, monkeypatch, threads, workers, inter, intra):
+    """``threads`` in all, each of the ``workers`` with its share (at least one); 0 with
+    several workers: PyTorch's thread count shared."""
+    made = {}
+
+    def translator(folder, device, inter_threads, intra_threads):
+        made.update(inter=inter_threads, intra=intra_threads)
+
+    monkeypatch.setattr(ctranslate2, "Translator", translator)
+    load_export(exported, threads=threads, workers=workers)
+    expected_intra = max(1, torch.get_num_threads() // workers) if intra is None else intra
+    assert made == {"inter": inter, "intra": expected_intra}
+
+
 def test_export_attention_is_the_last_layers_mean_over_heads(
     transformer_ckpt, exported, trained_run
 ):
@@ -211,6 +244,9 @@ def test_translate_ctranslate2_command_end_to_end(pre_norm_ckpt, trained_run, tm
     assert [line.split("\t")[::2] for line in theirs.stdout.splitlines()] == [
         line.split("\t")[::2] for line in ours.stdout.splitlines()
     ]  # index and text of each of the 2 best; the scores are compared above
+    workers = run_seq2seq("translate", "--ctranslate2", str(out), "--ctranslate2-workers", "2",
+                          *options, stdin=source.read_text())  # fmt: skip
+    assert workers.returncode == 0 and workers.stdout == theirs.stdout, workers.stderr
     hyp = tmp_path / "hyp.txt"
     written = run_seq2seq("translate", "--ctranslate2", str(out), "--input", str(source),
                           "--output", str(hyp), "--beam", "1")  # fmt: skip
