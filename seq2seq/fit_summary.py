@@ -10,7 +10,7 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.utilities.model_summary import get_human_readable_count
 
-MONITOR = "val_bleu"  # what the best checkpoint is chosen on (see Seq2SeqCLI)
+from seq2seq.stopping import ResumableCheckpoint
 
 log = logging.getLogger("seq2seq")
 
@@ -23,17 +23,19 @@ def wall_time(seconds: float) -> str:
 
 
 def summary_line(trainer: pl.Trainer, seconds: float) -> str:
-    """Where ``fit`` left its checkpoints, read from the ModelCheckpoint callbacks."""
+    """Where ``fit`` left its checkpoints, read from the CLI's ``checkpoint`` callback (the
+    best checkpoint by its ``monitor``: val_bleu, or what a config names, such as
+    val_bleu_literature) and from whichever ModelCheckpoint wrote ``last.ckpt``."""
     callbacks = trainer.checkpoint_callbacks
-    best = next((c for c in callbacks if c.monitor == MONITOR and c.best_model_path), None)
+    chooser = next(c for c in callbacks if isinstance(c, ResumableCheckpoint))
     last = next((c.last_model_path for c in callbacks if c.last_model_path), "")
-    if best is not None:
-        score = float(best.best_model_score)
-        parts = [f"best checkpoint {best.best_model_path} ({MONITOR} {score:.2f})"]
+    if chooser.best_model_path:
+        score = float(chooser.best_model_score)
+        parts = [f"best checkpoint {chooser.best_model_path} ({chooser.monitor} {score:.2f})"]
     elif trainer.fast_dev_run:
         parts = ["no best checkpoint (fast_dev_run)"]
     else:
-        parts = [f"no best checkpoint (no {MONITOR} logged)"]
+        parts = [f"no best checkpoint (no {chooser.monitor} logged)"]
     if last:
         parts.append(f"last checkpoint {last}")
     return f"fit finished in {wall_time(seconds)}: " + ", ".join(parts)

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from tiny_run import run_seq2seq, tiny_config, write_config
 
 pytestmark = pytest.mark.slow  # fits in a child process
@@ -25,6 +26,7 @@ NOISE = [
     "is deprecated",
     "could not find the monitored key",
 ]
+LOWERCASE_RECIPE = Path(__file__).parents[1] / "configs/multi30k/en-de/transformer-lowercase.yaml"
 SUMMARY = re.compile(
     r"seq2seq: fit finished in \d+:\d\d:\d\d: best checkpoint (\S+) \(val_bleu ([\d.]+)\), "
     r"last checkpoint (\S+)"
@@ -56,6 +58,20 @@ def test_fit_ends_with_one_line_naming_the_best_and_last_checkpoints(trained_run
     with open(tmp_path / "run/logs/version_0/metrics.csv") as f:
         logged = [row["val_bleu"] for row in csv.DictReader(f) if row.get("val_bleu")]
     assert bleu == f"{float(logged[-1]):.2f}"
+
+
+def test_the_summary_names_the_metric_a_recipe_chooses_its_best_checkpoint_on(
+    trained_run, tmp_path
+):
+    """The lowercase recipe chooses on the literature's BLEU: the summary says so."""
+    recipe = yaml.safe_load(LOWERCASE_RECIPE.read_text())
+    monitor = recipe["checkpoint"]["monitor"]
+    lines = quiet_fit(trained_run, tmp_path, "--checkpoint.monitor", monitor,
+                      "--checkpoint.filename", recipe["checkpoint"]["filename"])  # fmt: skip
+    [summary] = [line for line in lines if line.startswith("seq2seq: fit finished in ")]
+    best = re.search(rf": best checkpoint (\S+) \({monitor} [\d.]+\), last checkpoint ", summary)
+    assert best is not None, summary
+    assert Path(best.group(1)).is_file()
 
 
 def test_a_fit_stopped_before_its_first_validation_says_so(trained_run, tmp_path):
