@@ -27,10 +27,14 @@ NOISE = [
     "could not find the monitored key",
 ]
 LOWERCASE_RECIPE = Path(__file__).parents[1] / "configs/multi30k/en-de/transformer-lowercase.yaml"
-SUMMARY = re.compile(
-    r"seq2seq: fit finished in \d+:\d\d:\d\d: best checkpoint (\S+) \(val_bleu ([\d.]+)\), "
-    r"last checkpoint (\S+)"
-)
+
+
+def summary_pattern(monitor: str) -> re.Pattern[str]:
+    """fit's last line when it wrote a best checkpoint by ``monitor``: (best, score, last)."""
+    return re.compile(
+        rf"seq2seq: fit finished in \d+:\d\d:\d\d: best checkpoint (\S+) \({monitor} ([\d.]+)\), "
+        r"last checkpoint (\S+)"
+    )
 
 
 def quiet_fit(trained_run: dict, tmp_path: Path, *args: str) -> list[str]:
@@ -52,7 +56,7 @@ def test_fit_ends_with_one_line_naming_the_best_and_last_checkpoints(trained_run
     lines = quiet_fit(trained_run, tmp_path)
     summaries = [line for line in lines if line.startswith("seq2seq: fit finished in ")]
     assert len(summaries) == 1
-    best, bleu, last = SUMMARY.fullmatch(summaries[0]).groups()
+    best, bleu, last = summary_pattern("val_bleu").fullmatch(summaries[0]).groups()
     assert Path(best).is_file() and Path(best).parent == tmp_path / "run/checkpoints"
     assert Path(last) == tmp_path / "run/checkpoints/last.ckpt" and Path(last).is_file()
     with open(tmp_path / "run/logs/version_0/metrics.csv") as f:
@@ -69,7 +73,7 @@ def test_the_summary_names_the_metric_a_recipe_chooses_its_best_checkpoint_on(
     lines = quiet_fit(trained_run, tmp_path, "--checkpoint.monitor", monitor,
                       "--checkpoint.filename", recipe["checkpoint"]["filename"])  # fmt: skip
     [summary] = [line for line in lines if line.startswith("seq2seq: fit finished in ")]
-    best = re.search(rf": best checkpoint (\S+) \({monitor} [\d.]+\), last checkpoint ", summary)
+    best = summary_pattern(monitor).fullmatch(summary)
     assert best is not None, summary
     assert Path(best.group(1)).is_file()
 
