@@ -18,6 +18,7 @@ import yaml
 
 from seq2seq.checkpoint import build_model
 from seq2seq.cli import main
+from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.model import VocabSpec
 from seq2seq.search import SearchSettings, translate_batch
 
@@ -242,3 +243,18 @@ def test_the_selection_overlay_keeps_ten_epochs_and_lifts_max_time_only(
     assert selected["trainer"]["max_time"] is None
     changed = ["trainer.callbacks", "trainer.max_time"]
     assert without(selected, *changed) == without(effective["en-de", name], *changed)
+
+
+@pytest.mark.parametrize(("pair", "name"), COMPOSITIONS)
+def test_recipe_trains_the_same_vocabulary_on_any_number_of_cores(
+    pair: str, name: str, effective: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    """SentencePiece's pieces depend on its thread count, whose default is every core: a
+    recipe pins it, so that its vocabulary (and cache key) is the one its figures came from
+    on a laptop of 8 cores as on the 2-core reference machine."""
+    data = effective[pair, name]["data"]
+    settings = []
+    for cores in (1, 2, 8):
+        with mock.patch("os.cpu_count", return_value=cores):
+            settings.append(TranslationDataModule(**data).vocab_settings)
+    assert settings[0] == settings[1] == settings[2]
