@@ -188,8 +188,9 @@ def test_the_best_rnn_changes_only_text_case_learning_rate_and_search_of_the_hou
     effective: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
     """luong-concat-lowercase trains luong-concat-hour's model for the same hour on
-    lowercased text, with a higher peak after a longer warm-up, a length penalty of 1.5,
-    and follows the lowercased BLEU it is scored with."""
+    lowercased text, with a higher peak after a longer warm-up, and follows the lowercased
+    BLEU it is scored with; it keeps ten recent epochs and searches with the length
+    penalty val chose for their mean (2.0)."""
     best, hour = (
         effective["en-de", "luong-concat-lowercase"],
         effective["en-de", "luong-concat-hour"],
@@ -199,8 +200,11 @@ def test_the_best_rnn_changes_only_text_case_learning_rate_and_search_of_the_hou
         best["checkpoint"]["monitor"] == best["early_stopping"]["monitor"] == "val_bleu_literature"
     )
     assert (best["model"]["lr"], best["model"]["warmup_steps"]) == (0.002, 1000)
-    assert best["model"]["length_penalty"] == 1.5
+    assert best["model"]["length_penalty"] == 2.0
+    [recent] = best["trainer"]["callbacks"]
+    assert recent["init_args"]["monitor"] == "epoch" and recent["init_args"]["save_top_k"] == 10
     changes = ["data.lowercase", "trainer.default_root_dir", "early_stopping.monitor"]
+    changes += ["trainer.callbacks"]
     changes += ["checkpoint.monitor", "checkpoint.filename"]
     changes += ["model.lr", "model.warmup_steps", "model.length_penalty"]
     assert without(best, *changes) == without(hour, *changes)
