@@ -261,3 +261,20 @@ def test_recipe_trains_the_same_vocabulary_on_any_number_of_cores(
         with mock.patch("os.cpu_count", return_value=cores):
             settings.append(TranslationDataModule(**data).vocab_settings)
     assert settings[0] == settings[1] == settings[2]
+
+
+@pytest.mark.parametrize(
+    ("transformer", "rnn"),
+    [("transformer-lowercase", "luong-concat-lowercase"), ("transformer", "luong-concat-hour")],
+)
+def test_a_transformer_and_an_rnn_recipe_share_the_vocabulary_an_ensemble_needs(
+    transformer: str, rnn: str, effective: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    """`--ckpt A --ckpt B` decodes only models of one vocabulary: the README's ensemble of
+    the two lowercased recipes (and appendix M's cased one) train the same SentencePiece
+    model, so the second run reads the first one's cache."""
+    settings = [
+        TranslationDataModule(**effective["en-de", name]["data"]).vocab_settings
+        for name in (transformer, rnn)
+    ]
+    assert settings[0] == settings[1]
