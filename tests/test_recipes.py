@@ -21,6 +21,7 @@ from seq2seq.cli import main
 from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.model import VocabSpec
 from seq2seq.search import SearchSettings, translate_batch
+from seq2seq.tokenizer import VocabSettings
 
 MULTI30K = Path(__file__).resolve().parents[1] / "configs" / "multi30k"
 RECIPES: dict[str, dict[str, list[str]]] = yaml.safe_load(
@@ -66,6 +67,11 @@ def printed_config(files: list[Path]) -> dict[str, Any]:
 def effective() -> dict[tuple[str, str], dict[str, Any]]:
     """Every recipe's merged config, parsed once for the whole module."""
     return {(pair, name): printed_config(recipe_files(pair, name)) for pair, name in COMPOSITIONS}
+
+
+def vocabulary(config: dict[str, Any]) -> VocabSettings:
+    """The SentencePiece settings (and so the cache key) a recipe's data section trains."""
+    return TranslationDataModule(**config["data"]).vocab_settings
 
 
 def without(config: dict[str, Any], *dotted: str) -> dict[str, Any]:
@@ -255,11 +261,10 @@ def test_recipe_trains_the_same_vocabulary_on_any_number_of_cores(
     """SentencePiece's pieces depend on its thread count, whose default is every core: a
     recipe pins it, so that its vocabulary (and cache key) is the one its figures came from
     on a laptop of 8 cores as on the 2-core reference machine."""
-    data = effective[pair, name]["data"]
     settings = []
     for cores in (1, 2, 8):
         with mock.patch("os.cpu_count", return_value=cores):
-            settings.append(TranslationDataModule(**data).vocab_settings)
+            settings.append(vocabulary(effective[pair, name]))
     assert settings[0] == settings[1] == settings[2]
 
 
@@ -273,8 +278,5 @@ def test_a_transformer_and_an_rnn_recipe_share_the_vocabulary_an_ensemble_needs(
     """`--ckpt A --ckpt B` decodes only models of one vocabulary: the README's ensemble of
     the two lowercased recipes (and appendix M's cased one) train the same SentencePiece
     model, so the second run reads the first one's cache."""
-    settings = [
-        TranslationDataModule(**effective["en-de", name]["data"]).vocab_settings
-        for name in (transformer, rnn)
-    ]
+    settings = [vocabulary(effective["en-de", name]) for name in (transformer, rnn)]
     assert settings[0] == settings[1]
