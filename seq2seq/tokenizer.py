@@ -139,6 +139,13 @@ class Tokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self._sp.decode([int(i) for i in ids])
 
+    def sample(self, ids: Sequence[int], alpha: float) -> list[int]:
+        """A segmentation of the text ``ids`` spell, drawn at random by SentencePiece with
+        its sampling parameter ``alpha`` (see ``seq2seq.data.sampled_segmentation``) and
+        its random seed (``sentencepiece.set_random_generator_seed``)."""
+        text = self.decode(ids)
+        return self._sp.encode(text, enable_sampling=True, nbest_size=-1, alpha=alpha)
+
     def pieces(self, text: str) -> list[str]:
         """The pieces ``encode`` would give, as strings (e.g. ``['▁Hel', 'lo']``)."""
         return self._sp.encode(text, out_type=str)

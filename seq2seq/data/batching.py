@@ -214,7 +214,9 @@ class ResumableLoader(DataLoader):
     ``load_state_dict`` on resume; the epoch's order itself comes back from (seed, epoch).
     Lightning does not prefetch from loaders with a length, so the count of batches
     yielded is the count trained on. The loader draws its worker seed from a generator
-    of its own, so starting an epoch leaves the global RNG (dropout) untouched.
+    of its own, so starting an epoch leaves the global RNG (dropout) untouched. Workers
+    live across epochs unless ``fresh_workers``, which starts them anew each epoch with a
+    copy of the dataset as it is then (a dataset that reads the epoch needs it).
     """
 
     def __init__(
@@ -223,13 +225,14 @@ class ResumableLoader(DataLoader):
         batch_sampler: TokenBucketBatchSampler,
         collate_fn: Callable[[list[Any]], Any],
         num_workers: int = 0,
+        fresh_workers: bool = False,
     ) -> None:
         super().__init__(
             dataset,
             batch_sampler=batch_sampler,
             collate_fn=collate_fn,
             num_workers=num_workers,
-            persistent_workers=num_workers > 0,
+            persistent_workers=num_workers > 0 and not fresh_workers,
             generator=torch.Generator(),
         )
         self._yielded = 0

@@ -16,6 +16,8 @@ order in the batch sampler).
 Training pairs with an empty side or more than ``max_len`` pieces on a side are
 filtered out on their lengths, and the counts are reported on the ``seq2seq`` logger.
 Validation and test keep every pair, in file order: ``Batch.ids`` index ``references(split)``.
+With ``subword_alpha``, training reads each pair in a segmentation drawn anew every epoch
+(``seq2seq.data.sampled_segmentation``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_only
 
 from seq2seq.data.batching import ResumableLoader, TokenBucketBatchSampler, collate, cut_batches
+from seq2seq.data.sampled_segmentation import SampledSegmentations
 from seq2seq.data.sources import load_split
 from seq2seq.data.split_text import SplitText
 from seq2seq.data.tokenised import TokenisedRows, load_or_tokenise
@@ -99,6 +102,11 @@ class TranslationDataModule(pl.LightningDataModule):
             more (default: every core).
         allow_same_language: Allow ``src_lang`` equal to ``tgt_lang`` (both sides then read
             the same text, e.g. for a copy or denoising model); an error otherwise.
+        subword_alpha: Subword regularisation (0: off): each epoch trains on a segmentation
+            of every pair drawn by SentencePiece with this alpha (unigram: 0.1-0.5, smaller
+            draws more varied segmentations; bpe: the probability of dropping a merge, below
+            1); see ``seq2seq.data.sampled_segmentation``. Validation and test read the best
+            segmentation.
     """
 
     def __init__(
@@ -126,6 +134,7 @@ class TranslationDataModule(pl.LightningDataModule):
         spm_threads: int | None = None,
         num_proc: int | None = None,
         allow_same_language: bool = False,
+        subword_alpha: float = 0.0,
     ) -> None:
         super().__init__()
         eval_max_tokens = eval_max_tokens or max_tokens
@@ -151,6 +160,9 @@ class TranslationDataModule(pl.LightningDataModule):
             raise DataError(f"data.character_coverage must be in (0, 1], got {character_coverage}")
         if num_workers < 0:
             raise DataError(f"data.num_workers must be at least 0, got {num_workers}")
+        if subword_alpha < 0 or (spm_model_type == "bpe" and subword_alpha >= 1):
+            bound = "in [0, 1) for bpe" if spm_model_type == "bpe" else "at least 0"
+            raise DataError(f"data.subword_alpha must be {bound} (0: off), got {subword_alpha}")
         if spm_sample < 0:
             raise DataError(f"data.spm_sample must be at least 0 (0: every pair), got {spm_sample}")
         cores = os.cpu_count() or 1
@@ -171,6 +183,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.max_len, self.seed, self.num_workers = max_len, seed, num_workers
+        self.subword_alpha = subword_alpha
         self.cache_dir = Path(cache_dir)
         self._vocab: Vocabulary | None = None
         self._texts: dict[str, SplitText] = {}
@@ -270,11 +283,18 @@ class TranslationDataModule(pl.LightningDataModule):
         """Length-bucketed batches; the training loader can resume in the middle of an epoch."""
         rows, lengths = self.tokenised(split)
         spec = self.vocab.spec
+        batches = TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed)
+        sampled = split == self.train_split and self.subword_alpha > 0
+        if sampled:
+            rows = SampledSegmentations(
+                rows, self.vocab, self.subword_alpha, self.max_len, batches.sampler, self.seed
+            )
         return ResumableLoader(
             rows,
-            TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed),
+            batches,
             collate_fn=partial(collate, pad_id=spec.pad_id, bos_id=spec.bos_id, eos_id=spec.eos_id),
             num_workers=self.num_workers,
+            fresh_workers=sampled,  # the draws depend on the epoch
         )
 
     def train_dataloader(self) -> ResumableLoader:
