@@ -12,6 +12,7 @@ second run loads instead of training, whatever the corpus size.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -23,6 +24,7 @@ from operator import methodcaller
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import sentencepiece as spm
 
 from seq2seq.atomic import write_atomically
@@ -139,12 +141,21 @@ class Tokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self._sp.decode([int(i) for i in ids])
 
-    def sample(self, ids: Sequence[int], alpha: float) -> list[int]:
-        """A segmentation of the text ``ids`` spell, drawn at random by SentencePiece with
-        its sampling parameter ``alpha`` (see ``seq2seq.data.sampled_segmentation``) and
-        its random seed (``sentencepiece.set_random_generator_seed``)."""
-        text = self.decode(ids)
-        return self._sp.encode(text, enable_sampling=True, nbest_size=-1, alpha=alpha)
+    def sample(
+        self, ids: Sequence[int], nbest: int, alpha: float, rng: np.random.Generator
+    ) -> list[int]:
+        """A segmentation of the text ``ids`` spell, drawn with ``rng`` from its ``nbest``
+        most likely ones (unigram models), each with probability proportional to its
+        likelihood to the power ``alpha`` (Kudo, 2018)."""
+        candidates = self._sp.nbest_encode(self.decode(ids), nbest_size=nbest)
+        log_p = alpha * np.array([self.piece_scores[c].sum() for c in candidates])
+        p = np.exp(log_p - log_p.max())
+        return candidates[rng.choice(len(candidates), p=p / p.sum())]
+
+    @functools.cached_property
+    def piece_scores(self) -> np.ndarray:
+        """Each piece's log probability in a unigram model, by id [size]."""
+        return np.array([self._sp.get_score(i) for i in range(self.size)])
 
     def pieces(self, text: str) -> list[str]:
         """The pieces ``encode`` would give, as strings (e.g. ``['▁Hel', 'lo']``)."""

@@ -160,6 +160,27 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights(corpus, straight, tm
         assert torch.allclose(value, resumed["state_dict"][key], atol=1e-6), key
 
 
+def test_a_run_with_subword_sampling_resumes_to_the_uninterrupted_weights(corpus, tmp_path):
+    """data.subword_nbest draws each epoch's segmentations from (seed, epoch, row): a run
+    stopped mid-epoch and resumed trains on the same draws as a run never stopped."""
+    runs = {}
+    for name in ("straight", "stopped"):
+        config = shipped_copy(tmp_path / name, corpus)
+        settings = yaml.safe_load(config.read_text())
+        settings["data"].update(subword_nbest=16, subword_alpha=0.1)
+        config.write_text(yaml.safe_dump(settings))
+        runs[name] = config
+    finish(fit(runs["straight"]))
+    straight = last(tmp_path / "straight")
+    total = int(straight["global_step"])
+    stop("max_steps", runs["stopped"], total // EPOCHS)
+    finish(fit(runs["stopped"], "--ckpt_path", "last"))
+    resumed = last(tmp_path / "stopped")
+    assert resumed["global_step"] == total
+    for key, value in straight["state_dict"].items():
+        assert torch.allclose(value, resumed["state_dict"][key], atol=1e-6), key
+
+
 def test_a_signal_stop_names_last_ckpt_when_the_recipe_keeps_recent_epochs(
     corpus, straight, tmp_path
 ):

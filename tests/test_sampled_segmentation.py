@@ -1,5 +1,5 @@
-"""Subword regularisation (data.subword_alpha): drawn segmentations of the same text,
-a function of (seed, epoch, row), within max_len, for training only."""
+"""Subword regularisation (data.subword_nbest, data.subword_alpha): drawn segmentations of
+the same text, a function of (seed, epoch, row), within max_len, for training only."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from seq2seq.data.batching import ResumableLoader
 from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.errors import DataError
 
-ALPHA = 0.1
+SAMPLED = {"subword_nbest": 16, "subword_alpha": 0.1}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def best(data: TranslationDataModule) -> dict[int, tuple[list[int], list[int]]]:
 
 
 def test_training_reads_other_segmentations_of_the_same_text(folder: Path, tmp_path: Path) -> None:
-    data = module(folder, tmp_path, subword_alpha=ALPHA)
+    data = module(folder, tmp_path, **SAMPLED)
     plain, drawn = best(data), epoch(data, 0)
     assert sorted(row for row, _, _ in drawn) == sorted(plain)
     vocab = data.vocab
@@ -70,22 +70,22 @@ def test_training_reads_other_segmentations_of_the_same_text(folder: Path, tmp_p
 
 
 def test_a_draw_depends_on_seed_epoch_and_row_alone(folder: Path, tmp_path: Path) -> None:
-    data = module(folder, tmp_path, subword_alpha=ALPHA)
+    data = module(folder, tmp_path, **SAMPLED)
     first = epoch(data, 0)
-    assert epoch(module(folder, tmp_path, subword_alpha=ALPHA), 0) == first
+    assert epoch(module(folder, tmp_path, **SAMPLED), 0) == first
     again = epoch(data, 1)
     assert sorted(again) != sorted(first)  # the same rows, drawn anew
-    with_workers = module(folder, tmp_path, subword_alpha=ALPHA, num_workers=2).train_dataloader()
+    with_workers = module(folder, tmp_path, **SAMPLED, num_workers=2).train_dataloader()
     assert pairs(with_workers) == first
     with_workers.batch_sampler.set_epoch(1)  # the workers of epoch 0 must not serve epoch 1
     assert pairs(with_workers) == again
-    assert epoch(module(folder, tmp_path, subword_alpha=ALPHA, seed=2), 0) != first
+    assert epoch(module(folder, tmp_path, **SAMPLED, seed=2), 0) != first
 
 
 def test_a_resumed_epoch_reads_what_the_whole_epoch_would_have(
     folder: Path, tmp_path: Path
 ) -> None:
-    data = module(folder, tmp_path, subword_alpha=ALPHA)
+    data = module(folder, tmp_path, **SAMPLED)
     whole, skipped = epoch(data, 3), 4
     loader = data.train_dataloader()
     loader.batch_sampler.set_epoch(3)
@@ -94,7 +94,7 @@ def test_a_resumed_epoch_reads_what_the_whole_epoch_would_have(
 
 
 def test_draws_stay_within_max_len(folder: Path, tmp_path: Path) -> None:
-    data = module(folder, tmp_path, subword_alpha=0.01, max_len=8)
+    data = module(folder, tmp_path, subword_nbest=16, subword_alpha=0.0, max_len=8)
     drawn = epoch(data, 0)
     assert max(max(len(src), len(tgt)) for _, src, tgt in drawn) <= 8
     plain = best(data)
@@ -102,18 +102,19 @@ def test_draws_stay_within_max_len(folder: Path, tmp_path: Path) -> None:
 
 
 def test_validation_reads_the_best_segmentation(folder: Path, tmp_path: Path) -> None:
-    sampled, plain = module(folder, tmp_path, subword_alpha=ALPHA), module(folder, tmp_path)
+    sampled, plain = module(folder, tmp_path, **SAMPLED), module(folder, tmp_path)
     assert pairs(sampled.val_dataloader()) == pairs(plain.val_dataloader())
-    assert epoch(plain, 0) == pairs(plain.train_dataloader())  # and alpha 0 draws nothing
+    assert epoch(plain, 0) == pairs(plain.train_dataloader())  # and nbest 0 draws nothing
 
 
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ({"subword_alpha": -0.1}, r"subword_alpha must be at least 0 \(0: off\), got -0.1"),
-        ({"subword_alpha": 1.0, "spm_model_type": "bpe"}, r"must be in \[0, 1\) for bpe"),
+        ({"subword_nbest": -1}, r"subword_nbest and data.subword_alpha must be at least 0"),
+        ({**SAMPLED, "subword_alpha": -0.1}, r"must be at least 0, got 16 and -0.1"),
+        ({**SAMPLED, "spm_model_type": "bpe"}, r"only a unigram vocabulary .* \(not bpe\)"),
     ],
 )
-def test_bad_alpha(tmp_path: Path, setting: dict[str, Any], message: str) -> None:
+def test_bad_settings(tmp_path: Path, setting: dict[str, Any], message: str) -> None:
     with pytest.raises(DataError, match=message):
         module(tmp_path, tmp_path, **setting)

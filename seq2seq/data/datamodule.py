@@ -16,7 +16,7 @@ order in the batch sampler).
 Training pairs with an empty side or more than ``max_len`` pieces on a side are
 filtered out on their lengths, and the counts are reported on the ``seq2seq`` logger.
 Validation and test keep every pair, in file order: ``Batch.ids`` index ``references(split)``.
-With ``subword_alpha``, training reads each pair in a segmentation drawn anew every epoch
+With ``subword_nbest``, training reads each pair in a segmentation drawn anew every epoch
 (``seq2seq.data.sampled_segmentation``).
 """
 
@@ -102,11 +102,12 @@ class TranslationDataModule(pl.LightningDataModule):
             more (default: every core).
         allow_same_language: Allow ``src_lang`` equal to ``tgt_lang`` (both sides then read
             the same text, e.g. for a copy or denoising model); an error otherwise.
-        subword_alpha: Subword regularisation (0: off): each epoch trains on a segmentation
-            of every pair drawn by SentencePiece with this alpha (unigram: 0.1-0.5, smaller
-            draws more varied segmentations; bpe: the probability of dropping a merge, below
-            1); see ``seq2seq.data.sampled_segmentation``. Validation and test read the best
-            segmentation.
+        subword_nbest: Subword regularisation (0: off, the default): each epoch trains on a
+            segmentation of every pair drawn from its ``subword_nbest`` most likely ones
+            (64 is usual; unigram vocabularies only); see
+            ``seq2seq.data.sampled_segmentation``. Validation and test read the best one.
+        subword_alpha: The draw's smoothing: each segmentation's likelihood to this power
+            (at least 0; 0 draws uniformly, larger favours the best; 0.1 is usual).
     """
 
     def __init__(
@@ -134,7 +135,8 @@ class TranslationDataModule(pl.LightningDataModule):
         spm_threads: int | None = None,
         num_proc: int | None = None,
         allow_same_language: bool = False,
-        subword_alpha: float = 0.0,
+        subword_nbest: int = 0,
+        subword_alpha: float = 0.1,
     ) -> None:
         super().__init__()
         eval_max_tokens = eval_max_tokens or max_tokens
@@ -160,9 +162,16 @@ class TranslationDataModule(pl.LightningDataModule):
             raise DataError(f"data.character_coverage must be in (0, 1], got {character_coverage}")
         if num_workers < 0:
             raise DataError(f"data.num_workers must be at least 0, got {num_workers}")
-        if subword_alpha < 0 or (spm_model_type == "bpe" and subword_alpha >= 1):
-            bound = "in [0, 1) for bpe" if spm_model_type == "bpe" else "at least 0"
-            raise DataError(f"data.subword_alpha must be {bound} (0: off), got {subword_alpha}")
+        if subword_nbest < 0 or subword_alpha < 0:
+            raise DataError(
+                f"data.subword_nbest and data.subword_alpha must be at least 0, got "
+                f"{subword_nbest} and {subword_alpha}"
+            )
+        if subword_nbest and spm_model_type != "unigram":
+            raise DataError(
+                "data.subword_nbest draws segmentations by their likelihood, which only a "
+                f"unigram vocabulary gives: set data.spm_model_type unigram (not {spm_model_type})"
+            )
         if spm_sample < 0:
             raise DataError(f"data.spm_sample must be at least 0 (0: every pair), got {spm_sample}")
         cores = os.cpu_count() or 1
@@ -183,7 +192,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
         self.max_tokens, self.eval_max_tokens = max_tokens, eval_max_tokens
         self.max_len, self.seed, self.num_workers = max_len, seed, num_workers
-        self.subword_alpha = subword_alpha
+        self.subword_nbest, self.subword_alpha = subword_nbest, subword_alpha
         self.cache_dir = Path(cache_dir)
         self._vocab: Vocabulary | None = None
         self._texts: dict[str, SplitText] = {}
@@ -284,11 +293,10 @@ class TranslationDataModule(pl.LightningDataModule):
         rows, lengths = self.tokenised(split)
         spec = self.vocab.spec
         batches = TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed)
-        sampled = split == self.train_split and self.subword_alpha > 0
+        sampled = split == self.train_split and self.subword_nbest > 0
         if sampled:
-            rows = SampledSegmentations(
-                rows, self.vocab, self.subword_alpha, self.max_len, batches.sampler, self.seed
-            )
+            draws = (self.subword_nbest, self.subword_alpha, self.max_len)
+            rows = SampledSegmentations(rows, self.vocab, *draws, batches.sampler, self.seed)
         return ResumableLoader(
             rows,
             batches,
