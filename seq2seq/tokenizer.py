@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import itertools
 import json
 import logging
 import time
@@ -148,7 +149,10 @@ class Tokenizer:
         most likely ones (unigram models), each with probability proportional to its
         likelihood to the power ``alpha`` (Kudo, 2018)."""
         candidates = self._sp.nbest_encode(self.decode(ids), nbest_size=nbest)
-        log_p = alpha * np.array([self.piece_scores[c].sum() for c in candidates])
+        lengths = [len(c) for c in candidates]
+        pieces = np.fromiter(itertools.chain.from_iterable(candidates), np.int64, sum(lengths))
+        starts = np.cumsum(lengths) - lengths  # where each candidate starts in pieces
+        log_p = alpha * np.add.reduceat(self.piece_scores[pieces], starts)  # [candidates]
         p = np.exp(log_p - log_p.max())
         return candidates[rng.choice(len(candidates), p=p / p.sum())]
 
