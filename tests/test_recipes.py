@@ -215,7 +215,23 @@ def test_the_best_rnn_changes_only_text_case_learning_rate_and_search_of_the_hou
     assert without(best, *changes) == without(hour, *changes)
 
 
-@pytest.mark.parametrize("name", ["transformer-lowercase", "luong-concat-lowercase"])
+def test_the_sampled_recipe_is_the_lowercased_one_reading_drawn_segmentations(
+    effective: dict[tuple[str, str], dict[str, Any]], tmp_path: Path
+) -> None:
+    """transformer-lowercase-sampled changes only the training segmentations (and its run
+    folder); the data module it builds draws them, from the recipe's unigram vocabulary."""
+    sampled = effective["en-de", "transformer-lowercase-sampled"]
+    recipe = effective["en-de", "transformer-lowercase"]
+    changes = ["data.subword_nbest", "data.subword_alpha", "trainer.default_root_dir"]
+    assert without(sampled, *changes) == without(recipe, *changes)
+    data = TranslationDataModule(**{**sampled["data"], "cache_dir": str(tmp_path)})
+    assert (data.subword_nbest, data.subword_alpha) == (64, 0.1)
+    assert vocabulary(sampled) == vocabulary(recipe)
+
+
+@pytest.mark.parametrize(
+    "name", ["transformer-lowercase", "transformer-lowercase-sampled", "luong-concat-lowercase"]
+)
 def test_a_lowercased_recipe_follows_the_literature_bleu_it_is_scored_with(
     name: str, effective: dict[tuple[str, str], dict[str, Any]]
 ) -> None:
