@@ -150,6 +150,8 @@ class Tokenizer:
         likelihood to the power ``alpha`` (Kudo, 2018)."""
         candidates = self._sp.nbest_encode(self.decode(ids), nbest_size=nbest)
         lengths = [len(c) for c in candidates]
+        if not sum(lengths):  # empty text: its one segmentation is empty
+            return []
         pieces = np.fromiter(itertools.chain.from_iterable(candidates), np.int64, sum(lengths))
         starts = np.cumsum(lengths) - lengths  # where each candidate starts in pieces
         log_p = alpha * np.add.reduceat(self.piece_scores[pieces], starts)  # [candidates]

@@ -7,6 +7,7 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sentencepiece as spm
 import torch
@@ -227,3 +228,26 @@ def test_lowercase_model_folds_case_when_encoding_and_keeps_it_after_a_reload() 
     assert cased.decode(cased.encode("On The Red House")) == "On The Red House"
     reloaded = Tokenizer.from_bytes(folded.to_bytes())  # the rule travels inside the model
     assert reloaded.decode(reloaded.encode("A Small Cat")) == "a small cat"
+
+
+@pytest.mark.parametrize("text", [*UNSEEN, "the dog runs on the red house"])
+def test_a_drawn_segmentation_spells_the_same_text(tokenizer: Tokenizer, text: str) -> None:
+    ids = tokenizer.encode(text)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        assert tokenizer.decode(tokenizer.sample(ids, 16, 0.1, rng)) == text
+    assert tokenizer.sample(ids, 1, 0.1, rng) == ids  # the best alone
+    assert tokenizer.sample([], 16, 0.1, rng) == []
+
+
+def test_draws_follow_the_likelihoods_to_the_power_alpha(tokenizer: Tokenizer) -> None:
+    """Among the two best segmentations, each is drawn in proportion to its likelihood to
+    the power alpha (the sum of its pieces' log probabilities, times alpha)."""
+    text = "the dog runs on the red house"
+    best, second = tokenizer._sp.nbest_encode(text, nbest_size=2)
+    scores = [sum(tokenizer.piece_scores[i] for i in ids) for ids in (best, second)]
+    rng, alpha, draws = np.random.default_rng(1), 0.5, 4000
+    drawn = [tokenizer.sample(best, 2, alpha, rng) for _ in range(draws)]
+    expected = 1 / (1 + np.exp(alpha * (scores[1] - scores[0])))
+    assert drawn.count(best) / draws == pytest.approx(expected, abs=0.03)
+    assert drawn.count(best) + drawn.count(second) == draws
