@@ -96,6 +96,12 @@ def last(folder: Path) -> dict:
     return torch.load(folder / "run/checkpoints/last.ckpt", weights_only=True)
 
 
+def assert_same_weights(expected: dict, got: dict) -> None:
+    """Two checkpoints hold the same weights (to float rounding)."""
+    for key, value in expected["state_dict"].items():
+        assert torch.allclose(value, got["state_dict"][key], atol=1e-6), key
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("resume") / "corpus"
@@ -156,8 +162,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights(corpus, straight, tm
     assert f"resuming from {tmp_path / 'run/checkpoints/last.ckpt'} at step {stopped_at}" in err
     resumed = last(tmp_path)
     assert resumed["global_step"] == total
-    for key, value in straight["state_dict"].items():
-        assert torch.allclose(value, resumed["state_dict"][key], atol=1e-6), key
+    assert_same_weights(straight, resumed)
 
 
 def test_a_run_with_subword_sampling_resumes_to_the_uninterrupted_weights(corpus, tmp_path):
@@ -177,8 +182,7 @@ def test_a_run_with_subword_sampling_resumes_to_the_uninterrupted_weights(corpus
     finish(fit(runs["stopped"], "--ckpt_path", "last"))
     resumed = last(tmp_path / "stopped")
     assert resumed["global_step"] == total
-    for key, value in straight["state_dict"].items():
-        assert torch.allclose(value, resumed["state_dict"][key], atol=1e-6), key
+    assert_same_weights(straight, resumed)
 
 
 def test_a_signal_stop_names_last_ckpt_when_the_recipe_keeps_recent_epochs(

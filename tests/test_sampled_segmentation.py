@@ -42,9 +42,15 @@ def pairs(loader: ResumableLoader) -> list[tuple[int, list[int], list[int]]]:
     return found
 
 
-def epoch(data: TranslationDataModule, number: int, **state: int) -> list[tuple]:
+def loader_at(data: TranslationDataModule, number: int) -> ResumableLoader:
+    """The training loader set to epoch ``number``, as Lightning sets it at each epoch."""
     loader = data.train_dataloader()
-    loader.batch_sampler.set_epoch(number)  # what Lightning does at each epoch
+    loader.batch_sampler.set_epoch(number)
+    return loader
+
+
+def epoch(data: TranslationDataModule, number: int, **state: int) -> list[tuple]:
+    loader = loader_at(data, number)
     if state:
         loader.load_state_dict(state)
     return pairs(loader)
@@ -87,8 +93,7 @@ def test_a_resumed_epoch_reads_what_the_whole_epoch_would_have(
 ) -> None:
     data = module(folder, tmp_path, **SAMPLED)
     whole, skipped = epoch(data, 3), 4
-    loader = data.train_dataloader()
-    loader.batch_sampler.set_epoch(3)
+    loader = loader_at(data, 3)
     batches = [len(batch.ids) for _, batch in zip(range(skipped), loader, strict=False)]
     assert epoch(data, 3, batches_done=skipped) == whole[sum(batches) :]
 
