@@ -19,12 +19,13 @@ scores on val, with beam search, every final model the run allows: the last epoc
 average of its last 5 and last 10 epochs (from the ``recent-*.ckpt`` a recipe keeps), and
 the best checkpoint by validation BLEU, each under several length penalties. ``table``
 picks, per recipe, the setting with the highest mean literature BLEU over seeds, and
-reports it with its spread. ``ensemble`` decodes with several trained seeds at once (each
-member the model its recipe's val-chosen setting names) and chooses the ensemble's length
-penalty on val; its ``final`` scores the ensemble and each member on the test set, with
-sacreBLEU's paired bootstrap of the ensemble against its best member (on literature BLEU,
-the measure that chose them). Results live in
-``--out`` (default ``runs/selection``); an interrupted ``train`` continues where it stopped.
+reports it with its spread (``val-table.md``), and draws every candidate's val scores
+beside its test score, once it has one (``val-table.png``). ``ensemble`` decodes with
+several trained seeds at once (each member the model its recipe's val-chosen setting names)
+and chooses the ensemble's length penalty on val; its ``final`` scores the ensemble and each
+member on the test set, with sacreBLEU's paired bootstrap of the ensemble against its best
+member (on literature BLEU, the measure that chose them). Results live in ``--out``
+(default ``runs/selection``); an interrupted ``train`` continues where it stopped.
 """
 
 from __future__ import annotations
@@ -228,6 +229,77 @@ def print_table(out: Path) -> None:
         ]
     (out / "val-table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if found := candidates(out):
+        draw_candidates(found, out / "val-table.png")
+        print(f"wrote {out / 'val-table.png'}")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the figure shows of a recipe or an ensemble: the val literature BLEU of its
+    val-chosen setting (one per seed; one for an ensemble) and its first test scores, if
+    it was scored."""
+
+    name: str
+    val: list[float]
+    test: list[float]
+
+
+def first_test_scores(folder: Path) -> dict[str, dict[str, float]]:
+    """The scores of the first test scoring recorded in ``folder`` (the one reported), by
+    seed or member; empty before any."""
+    record = folder / "final.json"
+    return json.loads(record.read_text())[0]["scores"] if record.exists() else {}
+
+
+def candidates(out: Path) -> list[Candidate]:
+    """Every recipe and ensemble in ``out`` that has val scores, recipes first, by name."""
+    recipes, ensembles = [], []
+    for folder in sorted(p for p in out.iterdir() if p.is_dir()):
+        tested = first_test_scores(folder)
+        if (folder / "ensemble.json").exists() and (folder / "val.json").exists():
+            scores = json.loads((folder / "val.json").read_text())
+            val = scores[chosen_setting({0: scores}).key]["bleu_literature"]
+            test = [tested[ENSEMBLE]["bleu_literature"]] if tested else []
+            ensembles.append(Candidate(folder.name, [val], test))
+        elif (folder / "recipe.json").exists() and (per_seed := seed_scores(folder)):
+            key = chosen_setting(per_seed).key
+            val = [scores[key]["bleu_literature"] for scores in per_seed.values()]
+            test = [scores["bleu_literature"] for scores in tested.values()]
+            recipes.append(Candidate(folder.name, val, test))
+    return recipes + ensembles
+
+
+def draw_candidates(found: list[Candidate], path: Path) -> None:
+    """One row per candidate: its seeds' val BLEU (dots) and their mean (a bar), and its
+    test scores (crosses) where it was scored, so that the gap between the two shows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    figure, axes = plt.subplots(figsize=(7, 1.2 + 0.35 * len(found)))
+    for row, candidate in enumerate(found):
+        axes.plot(candidate.val, [row] * len(candidate.val), "o", color="tab:blue", alpha=0.6)
+        axes.plot([statistics.mean(candidate.val)], [row], "|", color="tab:blue", ms=14, mew=2)
+        axes.plot(candidate.test, [row] * len(candidate.test), "x", color="tab:red", mew=2)
+    axes.set_yticks(range(len(found)), [candidate.name for candidate in found])
+    axes.invert_yaxis()
+    axes.set_xlabel("literature BLEU, beam 5, under the setting val chose")
+    axes.grid(axis="x", alpha=0.3)
+    axes.legend(
+        handles=[
+            Line2D([], [], marker="o", ls="", color="tab:blue", alpha=0.6, label="val, a seed"),
+            Line2D([], [], marker="|", ls="", color="tab:blue", ms=14, mew=2, label="val, mean"),
+            Line2D([], [], marker="x", ls="", color="tab:red", mew=2, label="test, scored once"),
+        ],
+        loc="lower left",
+        fontsize="small",
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def final(args: argparse.Namespace) -> None:

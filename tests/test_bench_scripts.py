@@ -333,6 +333,32 @@ def test_an_ensemble_is_listed_with_the_weights_and_length_penalty_val_chose(
     assert [row.split(" | ")[0] for row in selection.val_rows(tmp_path)] == ["| anchor"]
 
 
+def test_the_figure_shows_val_per_seed_and_the_first_test_score(
+    selection: ModuleType, tmp_path: Path
+):
+    write_seed(tmp_path / "anchor", 1, {"last-5@lp1.5": 40.0, "last-1@lp1": 39.0})
+    write_seed(tmp_path / "anchor", 2, {"last-5@lp1.5": 41.0, "last-1@lp1": 41.5})
+    write_seed(tmp_path / "untested", 1, {"last-1@lp1": 38.0})
+    first, again = {"1": 39.5, "2": 40.5}, {"1": 10.0, "2": 10.0}
+    write_json(
+        tmp_path / "anchor" / "final.json",
+        [{"scores": {seed: {"bleu_literature": b} for seed, b in scores.items()}}
+         for scores in (first, again)],
+    )  # fmt: skip
+    write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
+    scores = {"bleu_literature": 42.0, "bleu": 41.0, "chrf": 60.0}
+    write_json(tmp_path / "pair" / "val.json", {"ensemble@lp2": scores})
+    tested = [{"scores": {"ensemble": {"bleu_literature": 41}}}]
+    write_json(tmp_path / "pair" / "final.json", tested)
+    assert selection.candidates(tmp_path) == [
+        selection.Candidate("anchor", [40.0, 41.0], [39.5, 40.5]),  # last-5 has the best mean
+        selection.Candidate("untested", [38.0], []),
+        selection.Candidate("pair", [42.0], [41]),
+    ]
+    selection.print_table(tmp_path)
+    assert (tmp_path / "val-table.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_an_ensemble_member_must_be_a_val_scored_seed(selection: ModuleType, tmp_path: Path):
     write_seed(tmp_path / "anchor", 1, {"last-1@lp1": 30.0})
     with pytest.raises(SystemExit, match="no val-scored seed '2' of 'anchor'"):
