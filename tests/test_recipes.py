@@ -243,15 +243,29 @@ def test_a_lowercased_recipe_follows_the_literature_bleu_it_is_scored_with(
 
 
 @pytest.mark.parametrize(
-    ("name", "also"), [("bahdanau", []), ("transformer", ["model.length_penalty"])]
+    ("name", "also"),
+    [("bahdanau", ["trainer.callbacks"]), ("transformer", ["model.length_penalty"])],
 )
 def test_the_en_fr_recipe_is_the_en_de_one_on_french_targets(
     name: str, also: list[str], effective: dict[tuple[str, str], dict[str, Any]]
 ) -> None:
-    """En-Fr keeps the En-De recipe (tuned on En-De val) but the length penalty the
-    En-De Transformer chose on its own val set."""
+    """En-Fr keeps the En-De recipe (tuned on En-De val) but for what its own val set chose:
+    the Transformer's length penalty, the RNN's last epochs kept for averaging."""
     differ = ["data.tgt_lang", "trainer.default_root_dir", *also]
     assert without(effective["en-fr", name], *differ) == without(effective["en-de", name], *differ)
+
+
+def test_the_en_fr_recipes_carry_what_their_own_val_chose(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """BENCHMARKS.md, appendix M: the Transformer's last epoch under a length penalty of
+    2.0; the RNN's mean of the last five epochs under 1.0, which it keeps for averaging."""
+    transformer, bahdanau = effective["en-fr", "transformer"], effective["en-fr", "bahdanau"]
+    assert transformer["model"]["length_penalty"] == 2.0
+    assert bahdanau["model"]["length_penalty"] == 1.0
+    [recent] = bahdanau["trainer"]["callbacks"]
+    assert recent["init_args"]["monitor"] == "epoch" and recent["init_args"]["save_top_k"] == 5
+    assert recent["init_args"]["filename"].startswith("recent-")
 
 
 @pytest.mark.parametrize("name", ["transformer", "luong-concat-hour"])
