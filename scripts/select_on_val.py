@@ -258,8 +258,7 @@ def candidates(out: Path) -> list[Candidate]:
     for folder in sorted(p for p in out.iterdir() if p.is_dir()):
         tested = first_test_scores(folder)
         if (folder / "ensemble.json").exists() and (folder / "val.json").exists():
-            scores = json.loads((folder / "val.json").read_text())
-            val = scores[chosen_setting({0: scores}).key]["bleu_literature"]
+            val = ensemble_choice(folder)[1]["bleu_literature"]
             test = [tested[ENSEMBLE]["bleu_literature"]] if tested else []
             ensembles.append(Candidate(folder.name, [val], test))
         elif (folder / "recipe.json").exists() and (per_seed := seed_scores(folder)):
@@ -412,19 +411,26 @@ def ensemble(args: argparse.Namespace) -> None:
     print_table(args.out)
 
 
+def ensemble_choice(folder: Path) -> tuple[Setting, dict[str, float]]:
+    """The setting (weights and length penalty) val chose for the ensemble in ``folder``,
+    and its val scores."""
+    scores = json.loads((folder / "val.json").read_text())
+    setting = chosen_setting({0: scores})
+    return setting, scores[setting.key]
+
+
 def ensemble_rows(out: Path) -> list[str]:
     """A Markdown row per ensemble: its members and its val-chosen length penalty's scores."""
     rows = []
     for folder in sorted(p for p in out.iterdir() if (p / "ensemble.json").exists()):
         if not (folder / "val.json").exists():
             continue
-        scores = json.loads((folder / "val.json").read_text())
-        setting = chosen_setting({0: scores})
+        setting, scores = ensemble_choice(folder)
         members = ", ".join(json.loads((folder / "ensemble.json").read_text())["members"])
         weights = ensemble_weights(setting.model)
         weighting = "equal" if weights is None else ", ".join(f"{w:g}" for w in weights)
         cells = [folder.name, members, weighting, f"{setting.length_penalty:g}"]
-        cells += [f"{scores[setting.key][m]:.2f}" for m in ("bleu_literature", "bleu", "chrf")]
+        cells += [f"{scores[m]:.2f}" for m in ("bleu_literature", "bleu", "chrf")]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
@@ -438,7 +444,7 @@ def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     from seq2seq.text_lines import read_lines
 
     members = json.loads((folder / "ensemble.json").read_text())["members"]
-    setting = chosen_setting({0: json.loads((folder / "val.json").read_text())})
+    setting = ensemble_choice(folder)[0]
     test = split_files(args.data, args.test_split, args.pair, None, folder)
     scratch = {name: folder / args.test_split / name.replace(":", "-seed")
                for name in (*members, ENSEMBLE)}  # fmt: skip
