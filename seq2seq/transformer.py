@@ -23,6 +23,7 @@ from seq2seq.speedups.beam_shared_source import SharedSourceState, group_queries
 from seq2seq.speedups.cpu_dropout import Dropout
 
 NormPlacement = Literal["pre", "post"]
+Init = Literal["xavier", "fairseq"]
 KV = tuple[Tensor, Tensor]  # projected keys and values, each [B, H, S, dh]
 
 
@@ -235,6 +236,11 @@ class Transformer(EncoderDecoder):
             shares it too.
         sdpa: Route attention that needs no weights through PyTorch's fused kernel (see
             MultiHeadAttention).
+        init: How weight matrices start: ``xavier`` (Glorot uniform on every linear
+            layer) or ``fairseq`` (the same, but the query, key and value projections with
+            gain 1/sqrt(2), as fairseq's multi-head attention, which is Glorot uniform over
+            the three stacked into one [3d, d] matrix). Embeddings start at N(0, 1/d)
+            either way.
     """
 
     def __init__(
@@ -251,6 +257,7 @@ class Transformer(EncoderDecoder):
         norm: NormPlacement = "pre",
         tie_embeddings: bool = True,
         sdpa: bool = False,
+        init: Init = "xavier",
     ) -> None:
         super().__init__(vocab)
         d = model_size
@@ -270,16 +277,21 @@ class Transformer(EncoderDecoder):
         self.encoder_norm = nn.LayerNorm(d) if norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if norm == "pre" else nn.Identity()
         self.output = nn.Linear(d, vocab.tgt_size, bias=not tie_embeddings)
-        self._init_weights(d)
+        self._init_weights(d, init)
         if tie_embeddings:
             self.output.weight = self.tgt_embed.weight
 
-    def _init_weights(self, d: int) -> None:
+    def _init_weights(self, d: int, init: Init) -> None:
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
+        if init == "fairseq":
+            for module in self.modules():
+                if isinstance(module, MultiHeadAttention):
+                    for projection in (module.q_proj, module.k_proj, module.v_proj):
+                        nn.init.xavier_uniform_(projection.weight, gain=2**-0.5)
         for embedding in dict.fromkeys([self.src_embed, self.tgt_embed]):  # in order, once
             nn.init.normal_(embedding.weight, std=d**-0.5)  # unit variance after the sqrt(d)
             nn.init.zeros_(embedding.weight[self.vocab.pad_id])

@@ -172,3 +172,20 @@ def test_the_same_seed_builds_the_same_weights_with_separate_vocabularies():
         built.append(Transformer(separate, model_size=16, num_heads=2, ff_size=32).state_dict())
     for other in built[1:]:
         assert all(torch.equal(built[0][k], other[k]) for k in built[0])
+
+
+@pytest.mark.parametrize("init, gain", [("xavier", 1.0), ("fairseq", 2**-0.5)])
+def test_the_initialisation_scales_query_key_value_projections(init, gain):
+    """fairseq starts q/k/v with Glorot uniform at gain 1/sqrt(2) (the bound of the three
+    stacked into one [3d, d] matrix); every other linear layer is Glorot uniform at gain 1."""
+    torch.manual_seed(0)
+    model = make_model(model_size=64, init=init)
+    d = 64
+    glorot = math.sqrt(6 / (d + d))  # the bound of U(-a, a) for a [d, d] matrix
+    attentions = [layer.self_attn for layer in [*model.encoder, *model.decoder]]
+    attentions += [layer.cross_attn for layer in model.decoder]
+    for attention in attentions:
+        for projection in (attention.q_proj, attention.k_proj, attention.v_proj):
+            bound = projection.weight.abs().max().item()
+            assert gain * glorot * 0.95 < bound <= gain * glorot
+        assert 0.95 * glorot < attention.out_proj.weight.abs().max().item() <= glorot
