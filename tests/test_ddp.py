@@ -115,8 +115,6 @@ def test_ddp_with_the_demo_configs_defaults_runs_two_epochs(trained_run, tmp_pat
     config = yaml.safe_load((REPO_ROOT / "configs/demo.yaml").read_text())
     root = tmp_path / "demo"
     config["trainer"].update(max_epochs=2, default_root_dir=str(root), log_every_n_steps=5)
-    if "dirpath" in config["checkpoint"]:
-        config["checkpoint"]["dirpath"] = str(root / "checkpoints")
     model = config["model"]["model"]["init_args"]
     model.update(embed_size=16, hidden_size=16)
     model["attention"]["init_args"]["hidden_size"] = 16

@@ -50,15 +50,17 @@ def recipe_files(pair: str, name: str) -> list[Path]:
     return [MULTI30K / path for path in RECIPES[pair][name]]
 
 
-def printed_config(files: list[Path]) -> dict[str, Any]:
-    """`seq2seq fit --config F1 --config F2 ... --print_config`: the config a run would use."""
+def printed_config(files: list[Path], *options: str) -> dict[str, Any]:
+    """`seq2seq fit --config F1 --config F2 ... [OPTIONS] --print_config`: the config a run
+    would use."""
     printed = io.StringIO()
     with (
         mock.patch.object(sys, "argv", ["seq2seq"]),  # not pytest's arguments
         contextlib.redirect_stdout(printed),
         pytest.raises(SystemExit) as exit_,
     ):
-        main(["fit", *(arg for path in files for arg in ("--config", str(path))), "--print_config"])
+        configs = [arg for path in files for arg in ("--config", str(path))]
+        main(["fit", *configs, *options, "--print_config"])
     assert exit_.value.code in (0, None)
     return yaml.safe_load(printed.getvalue())
 
