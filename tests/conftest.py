@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 # Before anything imports datasets or huggingface_hub: both read these once, at import.
@@ -10,6 +11,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
 from tiny_run import SIZES, tiny_config, write_config  # noqa: E402
 
 from seq2seq.cli import main  # noqa: E402
@@ -19,6 +21,47 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 FITTING_FIXTURES = {"trained_run", "trained_transformer"}  # each runs `seq2seq fit`
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--device",
+        default="cpu",
+        help="torch device of the model-level tests (models, attention, masks, search, "
+        "loss) that use the on_device fixture: cpu (the default) or cuda",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An unknown or absent --device ends the run at once, in one line."""
+    try:
+        device = torch.device(config.getoption("--device"))
+    except RuntimeError as error:
+        raise pytest.UsageError(f"--device: {error}") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError("--device cuda: this PyTorch sees no CUDA device")
+
+
+@pytest.fixture(scope="session")
+def device(request: pytest.FixtureRequest) -> torch.device:
+    """The device of --device. On CUDA, float32 products stay float32 (no TF32), so the
+    tolerances written for the CPU hold there too."""
+    device = torch.device(request.config.getoption("--device"))
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return device
+
+
+@pytest.fixture
+def on_device(device: torch.device) -> Iterator[torch.device]:
+    """Tensors and modules that the test makes without naming a device are made on
+    --device (torch's default-device context); on the CPU nothing changes."""
+    if device.type == "cpu":
+        yield device
+        return
+    with device:
+        yield device
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -70,6 +71,22 @@ VARIANTS = [
 BY_NAME = {v.name: v for v in VARIANTS}
 every_variant = pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
 
+# Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.
+pytestmark = pytest.mark.usefixtures("on_device")
+
+
+@pytest.fixture(autouse=True)
+def constants_on_device(device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The module's length and position tensors, on the test's device."""
+    for name in ("LENS", "LENS_2D", "QUERY_POS"):
+        monkeypatch.setattr(sys.modules[__name__], name, globals()[name].to(device))
+
+
+@pytest.fixture(params=["lens-1d", "lens-2d"])
+def lens(request: pytest.FixtureRequest, device: torch.device) -> Tensor:
+    """One valid length per sentence [B] or one per query [B, Tq], on the test's device."""
+    return {"lens-1d": LENS, "lens-2d": LENS_2D}[request.param].to(device)
+
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread() -> Iterator[None]:
@@ -82,8 +99,8 @@ def one_thread() -> Iterator[None]:
 
 def inputs(seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
     """Queries [B, Tq, D], keys [B, S, D], values [B, S, D]."""
-    g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(B, n, D, generator=g) for n in (TQ, S, S))  # type: ignore[return-value]
+    g, device = torch.Generator().manual_seed(seed), torch.get_default_device()
+    return tuple(torch.randn(B, n, D, generator=g, device="cpu").to(device) for n in (TQ, S, S))  # type: ignore[return-value]
 
 
 def make(variant: Variant, seed: int = 0) -> Attention:
@@ -105,7 +122,6 @@ def expand_lens(lens: Tensor) -> Tensor:
 
 
 @every_variant
-@pytest.mark.parametrize("lens", [LENS, LENS_2D], ids=["lens-1d", "lens-2d"])
 def test_shapes_and_weights(variant: Variant, lens: Tensor) -> None:
     module = make(variant)
     q, k, v = inputs()
@@ -194,7 +210,6 @@ def test_local_window_must_be_positive() -> None:
 
 
 @pytest.mark.parametrize("score", ["dot", "general", "concat"])
-@pytest.mark.parametrize("lens", [LENS, LENS_2D], ids=["lens-1d", "lens-2d"])
 def test_local_m_with_a_wide_window_equals_global(score: str, lens: Tensor) -> None:
     torch.manual_seed(0)
     wide = LocalAttention(D, D, score, window=S, predictive=False)
@@ -226,7 +241,6 @@ def test_local_p_is_softmax_in_the_window_times_a_gaussian(score: str) -> None:
     assert torch.allclose(weights, expected, atol=1e-6)
 
 
-@pytest.mark.parametrize("lens", [LENS, LENS_2D], ids=["lens-1d", "lens-2d"])
 @pytest.mark.parametrize("scale", [0.1, 30.0], ids=["mild", "saturated"])
 def test_local_p_centre_and_window_stay_in_the_sentence(lens: Tensor, scale: float) -> None:
     torch.manual_seed(0)
@@ -335,7 +349,6 @@ def test_multihead_reproduces_torch_multihead_attention(key_size: int) -> None:
     assert torch.allclose(context, expected_context, atol=1e-5)
 
 
-@pytest.mark.parametrize("lens", [LENS, LENS_2D], ids=["lens-1d", "lens-2d"])
 @pytest.mark.parametrize("variant", ["multihead", "multihead-bias"])
 def test_multihead_fast_path_equals_explicit_path(variant: str, lens: Tensor, monkeypatch) -> None:
     module = make(BY_NAME[variant])

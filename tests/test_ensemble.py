@@ -22,6 +22,9 @@ from seq2seq.transformer import Transformer
 
 VOCAB = VocabSpec(src_size=30, tgt_size=12, pad_id=0, bos_id=2, eos_id=3, joint=False)
 
+# The model-level tests run on --device: the CPU by default, a GPU with `pytest --device cuda`.
+on_device = pytest.mark.usefixtures("on_device")
+
 
 def rnn(seed: int = 1) -> RNNSeq2Seq:
     torch.manual_seed(seed)
@@ -38,7 +41,8 @@ def transformer(seed: int = 2) -> Transformer:
 
 def batch() -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
-    return torch.randint(4, VOCAB.src_size, (5, 7), generator=g), torch.tensor([7, 4, 1, 5, 6])
+    src = torch.randint(4, VOCAB.src_size, (5, 7), generator=g, device="cpu")
+    return src.to(torch.get_default_device()), torch.tensor([7, 4, 1, 5, 6])
 
 
 def search(model, beam: int) -> list:
@@ -46,6 +50,7 @@ def search(model, beam: int) -> list:
     return translate_batch(model, src, src_lens, SearchSettings(beam_size=beam, n_best=beam))
 
 
+@on_device
 @pytest.mark.parametrize("beam", [1, 4])
 @pytest.mark.parametrize("build", [rnn, transformer], ids=["rnn", "transformer"])
 def test_an_ensemble_of_one_is_the_model(build, beam):
@@ -55,6 +60,7 @@ def test_an_ensemble_of_one_is_the_model(build, beam):
         assert [h.score for h in ours] == [h.score for h in theirs]
 
 
+@on_device
 @pytest.mark.parametrize("beam", [1, 4])
 def test_an_ensemble_of_two_identical_models_is_one(beam):
     alone, twice = (
@@ -66,6 +72,7 @@ def test_an_ensemble_of_two_identical_models_is_one(beam):
         assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)
 
 
+@on_device
 def test_each_step_is_the_mean_of_the_members_log_probabilities():
     members = [rnn(), transformer()]
     ensemble = Ensemble(members)
@@ -77,6 +84,7 @@ def test_each_step_is_the_mean_of_the_members_log_probabilities():
     assert torch.allclose(mixed, (each[0] + each[1]) / 2)
 
 
+@on_device
 def test_weights_scale_each_members_log_probabilities_and_maps():
     members = [rnn(), transformer()]
     weighted = Ensemble(members, weights=[3.0, 1.0])  # scaled to 0.75 and 0.25
@@ -90,6 +98,7 @@ def test_weights_scale_each_members_log_probabilities_and_maps():
     assert torch.allclose(maps, expected_maps, atol=1e-6)
 
 
+@on_device
 @pytest.mark.parametrize("beam", [1, 4])
 def test_a_member_of_weight_zero_changes_nothing(beam):
     alone = search(transformer(), beam)
@@ -99,12 +108,14 @@ def test_a_member_of_weight_zero_changes_nothing(beam):
         assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)
 
 
+@on_device
 def test_a_member_of_weight_zero_cannot_turn_minus_infinity_into_nan():
     ensemble = Ensemble([rnn(), transformer()], weights=[1.0, 0.0])
     kept, silent = torch.log_softmax(torch.randn(3, 12), -1), torch.full((3, 12), float("-inf"))
     assert torch.equal(ensemble._mean([kept, silent]), kept)
 
 
+@on_device
 @pytest.mark.parametrize(
     ("weights", "complaint"),
     [([1.0], "1 weights given for 2 members"), ([1.0, -1.0], ">= 0"),
@@ -115,6 +126,7 @@ def test_weights_must_be_one_per_member_non_negative_and_not_all_zero(weights, c
         Ensemble([rnn(), transformer()], weights=weights)
 
 
+@on_device
 def test_families_mix_in_beam_search_with_attention():
     """An RNN ([B, S] maps) and a Transformer ([B, L, H, S]) decode together; the attention
     is their mean over heads, layers and members, one row per output token and EOS."""
@@ -128,6 +140,7 @@ def test_families_mix_in_beam_search_with_attention():
         assert torch.allclose(hyp.attention.sum(-1), torch.ones(len(hyp.tokens) + 1), atol=1e-5)
 
 
+@on_device
 def test_attention_from_one_member_keeps_its_heads_and_layers():
     ensemble = Ensemble([rnn(), transformer()], attention_from=1)
     src, src_lens = batch()
@@ -137,6 +150,7 @@ def test_attention_from_one_member_keeps_its_heads_and_layers():
     assert hyp.attention.shape == (len(hyp.tokens) + 1, 2, 2, int(src_lens[0]))  # [T, L, H, S]
 
 
+@on_device
 def test_teacher_forcing_gives_the_mean_log_probabilities_and_maps():
     members = [rnn(), transformer()]
     src, src_lens = batch()
@@ -149,6 +163,7 @@ def test_teacher_forcing_gives_the_mean_log_probabilities_and_maps():
     assert maps.shape == (src.size(0), 4, src.size(1))  # [B, T, S]
 
 
+@on_device
 def test_members_must_agree_on_sizes_and_the_attention_member_must_exist():
     other = VocabSpec(src_size=30, tgt_size=13, pad_id=0, bos_id=2, eos_id=3, joint=False)
     with pytest.raises(ValueError, match="different vocabularies"):

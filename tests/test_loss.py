@@ -6,6 +6,9 @@ import torch.nn.functional as F
 
 from seq2seq.loss import label_smoothed_nll
 
+# Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.
+pytestmark = pytest.mark.usefixtures("on_device")
+
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
 def test_loss_equals_torch_cross_entropy_on_valid_positions(smoothing):

@@ -1,6 +1,10 @@
+import pytest
 import torch
 
 from seq2seq.masking import causal_mask, masked_softmax, sequence_mask
+
+# Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.
+pytestmark = pytest.mark.usefixtures("on_device")
 
 
 def test_sequence_mask_marks_valid_positions():

@@ -7,6 +7,9 @@ from seq2seq.attention import AdditiveAttention
 from seq2seq.model import VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
 
+# Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.
+pytestmark = pytest.mark.usefixtures("on_device")
+
 VOCAB = VocabSpec(src_size=40, tgt_size=30, pad_id=0, bos_id=2, eos_id=3, joint=False)
 
 

@@ -15,6 +15,9 @@ from seq2seq.search import (
     translate_batch,
 )
 
+# Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.
+pytestmark = pytest.mark.usefixtures("on_device")
+
 VOCAB = VocabSpec(src_size=30, tgt_size=12, pad_id=0, bos_id=2, eos_id=3, joint=False)
 
 
@@ -159,20 +162,24 @@ def test_a_step_without_weights_gives_the_same_log_probabilities(family):
 
 
 @pytest.mark.parametrize("family", ["rnn", "transformer"])
-def test_bf16_autocast_log_probabilities_are_close_to_fp32(family):
+def test_bf16_autocast_log_probabilities_are_close_to_fp32(family, device):
     """What `--bf16` changes: the model runs under bfloat16 autocast, and its log-probabilities
     (teacher forced and step by step) stay within bfloat16's precision of fp32's."""
     model, src, src_lens = setup_model()
     if family == "transformer":
         model = small_transformer()
     tgt_in = torch.randint(
-        4, VOCAB.tgt_size, (src.size(0), 5), generator=torch.Generator().manual_seed(3)
-    )
+        4,
+        VOCAB.tgt_size,
+        (src.size(0), 5),
+        generator=torch.Generator().manual_seed(3),
+        device="cpu",
+    ).to(device)
     prev = torch.full((src.size(0),), VOCAB.bos_id)
     with torch.no_grad():
         fp32_logits, _ = model(src, src_lens, tgt_in)
         fp32_step, _, _ = model.step(prev, model.start(model.encode(src, src_lens)))
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
             bf16_logits, _ = model(src, src_lens, tgt_in)
             bf16_step, _, _ = model.step(prev, model.start(model.encode(src, src_lens)))
     assert bf16_logits.dtype == torch.bfloat16  # autocast really ran the model in bf16
@@ -249,14 +256,15 @@ def test_beam_finds_what_the_beam_search_spelled_out_finds(family, beam_size):
 
 @pytest.mark.parametrize("vocab", [3 * BLOCK, 3 * BLOCK + 5, 12, BLOCK - 1])
 @pytest.mark.parametrize("beams", [1, 4])
-def test_best_continuations_are_the_top_k_of_every_sum(vocab, beams):
+def test_best_continuations_are_the_top_k_of_every_sum(vocab, beams, device):
     """Searching only the blocks of largest maxima finds what a top-k over all the sums
     finds, whole blocks or a shorter last one, and rows forced to EOS (-inf elsewhere)."""
     generator = torch.Generator().manual_seed(vocab + beams)
     A, count = 6, min(8, beams * vocab)
-    logprobs = torch.randn(A * beams, vocab, generator=generator).log_softmax(-1)
+    logprobs = torch.randn(A * beams, vocab, generator=generator, device="cpu")
+    logprobs = logprobs.to(device).log_softmax(-1)
     logprobs[1, :-1] = float("-inf")  # a row at its length limit: EOS (the last id) alone
-    scores = torch.randn(A, beams, generator=generator)
+    scores = torch.randn(A, beams, generator=generator, device="cpu").to(device)
     expected = (logprobs + scores.view(-1, 1)).view(A, beams * vocab).topk(count, dim=1)
     values, ids = best_continuations(logprobs, scores, count)
     assert torch.equal(values, expected.values)

@@ -9,6 +9,9 @@ from seq2seq.model import VocabSpec
 from seq2seq.search import SearchSettings, translate_batch
 from seq2seq.transformer import PositionalEncoding, Transformer, sinusoidal_table
 
+# Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.
+pytestmark = pytest.mark.usefixtures("on_device")
+
 VOCAB = VocabSpec(src_size=40, tgt_size=40, pad_id=0, bos_id=2, eos_id=3, joint=True)
 
 
