@@ -46,7 +46,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     not training or p == 0. Same shape and dtype as ``x``."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or not trick_enabled("cpu_dropout"):
+    if not trick_enabled("cpu_dropout", x.device.type):
         return F.dropout(x, p, training)
     threshold = dropout_threshold(p)
     keep_probability = 1.0 - (threshold - _INT16_MIN) / _LEVELS

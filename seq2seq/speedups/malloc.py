@@ -25,10 +25,11 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
 
 
-def keep_freed_memory() -> bool:
-    """Tell glibc not to mmap blocks nor trim the heap; False where that is not possible
-    (not Linux, or a C library without ``mallopt``, e.g. musl) or switched off."""
-    if not trick_enabled("malloc") or not sys.platform.startswith("linux"):
+def keep_freed_memory(device_type: str = "cpu") -> bool:
+    """Tell glibc not to mmap blocks nor trim the heap, for a process that computes on a
+    device of ``device_type``; False where that is not possible (not Linux, or a C library
+    without ``mallopt``, e.g. musl), switched off, or the device is not the CPU."""
+    if not trick_enabled("malloc", device_type) or not sys.platform.startswith("linux"):
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -80,13 +80,19 @@ _open: weakref.WeakKeyDictionary[nn.Module, tuple[int, list[nn.Linear]]] = (
 _lock = threading.Lock()
 
 
+def device_type(model: nn.Module) -> str:
+    """Where ``model`` computes: its first parameter's device type ("cpu" without any)."""
+    first = next(model.parameters(), None)
+    return "cpu" if first is None else first.device.type
+
+
 @contextmanager
 def onednn_linears(model: nn.Module) -> Iterator[None]:
     """Inside the block, ``model``'s ``nn.Linear`` layers compute through ``linear``;
-    nothing changes where the trick is off or this PyTorch has no oneDNN. Blocks on one
-    model may overlap (several threads, nesting): the layers are switched when the first
-    opens and back when the last closes."""
-    if not trick_enabled("onednn_linear") or not available():
+    nothing changes where the trick is off, the model is not on the CPU (a GPU) or this
+    PyTorch has no oneDNN. Blocks on one model may overlap (several threads, nesting): the
+    layers are switched when the first opens and back when the last closes."""
+    if not trick_enabled("onednn_linear", device_type(model)) or not available():
         yield
         return
     with _lock:

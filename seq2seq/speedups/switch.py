@@ -7,6 +7,9 @@ turns those off, e.g. ``SEQ2SEQ_PLAIN=cpu_dropout,malloc``. The names are the mo
 ``onednn_linear``. Use it to measure a trick against its plain path, or to rule a trick
 out when something looks wrong. The variable is read whenever a trick is about to run, so
 a test can set it.
+
+Three tricks are for the CPU alone (``CPU_ONLY``): for work on any other device (a GPU)
+they never run, whatever the variable says, and the plain PyTorch path runs instead.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from seq2seq.errors import Seq2SeqError
 
 VARIABLE = "SEQ2SEQ_PLAIN"
 TRICKS = ("malloc", "cpu_dropout", "beam_shared_source", "onednn_linear")
+CPU_ONLY = frozenset({"malloc", "cpu_dropout", "onednn_linear"})
 _ALL = {"1", "all"}
 
 
@@ -36,6 +40,9 @@ def switched_off(value: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def trick_enabled(trick: str) -> bool:
-    """Whether ``trick`` (one of ``TRICKS``) runs, rather than its plain PyTorch path."""
+def trick_enabled(trick: str, device_type: str = "cpu") -> bool:
+    """Whether ``trick`` (one of ``TRICKS``) runs, rather than its plain PyTorch path, for
+    work on a device of ``device_type`` (``torch.device.type``: "cpu", "cuda", ...)."""
+    if trick in CPU_ONLY and device_type != "cpu":
+        return False
     return trick not in switched_off(os.environ.get(VARIABLE, ""))
