@@ -170,6 +170,21 @@ def test_lightning_moves_and_maps_batches() -> None:
     assert apply_to_collection(source, Tensor, lambda t: t + 1).src.tolist() == [[6, EOS + 1]]
 
 
+def test_a_pinned_batch_is_the_same_batch_in_page_locked_memory(monkeypatch) -> None:
+    """DataLoader(pin_memory=True) calls ``pin_memory`` on each batch: every tensor is pinned
+    (here a stand-in, this machine may have no GPU) and the batch stays a Batch."""
+    pinned = []
+    monkeypatch.setattr(Tensor, "pin_memory", lambda t: pinned.append(t) or t.clone())
+    batch = collate([{"id": 0, "src_ids": [5, 6], "tgt_ids": [7]}], PAD, BOS, EOS)
+    out = batch.pin_memory()
+    assert isinstance(out, Batch) and len(pinned) == 6
+    for name in ("src", "src_lens", "ids", "tgt_in", "tgt_out", "tgt_lens"):
+        assert torch.equal(getattr(out, name), getattr(batch, name))
+        assert getattr(out, name) is not getattr(batch, name)
+    source = next(source_batches([[5]], 10, PAD, EOS))
+    assert isinstance(source.pin_memory(), SourceBatch) and len(pinned) == 9
+
+
 class _RecordOrder(pl.LightningModule):
     """Records the examples of each training batch; learns nothing."""
 

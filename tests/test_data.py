@@ -6,10 +6,12 @@ import logging
 import os
 import random
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from seq2seq.data import datamodule as data_module
 from seq2seq.data import encode_pool, sources, tokenised
@@ -103,6 +105,18 @@ def test_loaders_cover_their_splits(folder: Path, tmp_path: Path) -> None:
         assert sorted(ids) == list(range(len(data.references(split))))  # nothing filtered
         over = [b for b in batches if b.src.numel() > 150 or b.tgt_in.numel() > 150]
         assert all(b.src.size(0) == 1 for b in over)
+
+
+def test_batches_are_pinned_only_for_a_cuda_device(folder: Path, tmp_path: Path) -> None:
+    """Page-locked batches let Lightning's non-blocking copy to a GPU run asynchronously;
+    on the CPU pinning would only cost."""
+    data = module(folder, tmp_path)
+    data.setup("fit")
+    for device, pinned in [(None, False), ("cpu", False), ("cuda", True)]:
+        root = SimpleNamespace(root_device=torch.device(device)) if device else None
+        data.trainer = SimpleNamespace(strategy=root) if root else None
+        assert data.train_dataloader().pin_memory is pinned
+        assert data.val_dataloader().pin_memory is pinned
 
 
 def test_batches_hold_the_tokenised_text(folder: Path, tmp_path: Path) -> None:

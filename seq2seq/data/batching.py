@@ -7,10 +7,11 @@ target + EOS. So a pair of ``m`` source and ``n`` target pieces costs
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -18,6 +19,8 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Sampler
+
+BatchT = TypeVar("BatchT", bound="SourceBatch")
 
 
 @dataclass
@@ -31,6 +34,14 @@ class SourceBatch:
     src: Tensor
     src_lens: Tensor
     ids: Tensor
+
+    def pin_memory(self: BatchT) -> BatchT:
+        """The batch in page-locked memory (a DataLoader with ``pin_memory`` calls this), from
+        which a non-blocking copy to a GPU runs while the host goes on."""
+        fields = dataclasses.fields(self)
+        return dataclasses.replace(
+            self, **{f.name: getattr(self, f.name).pin_memory() for f in fields}
+        )
 
 
 @dataclass
@@ -216,7 +227,8 @@ class ResumableLoader(DataLoader):
     yielded is the count trained on. The loader draws its worker seed from a generator
     of its own, so starting an epoch leaves the global RNG (dropout) untouched. Workers
     live across epochs unless ``fresh_workers``, which starts them anew each epoch with a
-    copy of the dataset as it is then (a dataset that reads the epoch needs it).
+    copy of the dataset as it is then (a dataset that reads the epoch needs it). With
+    ``pin_memory`` batches come in page-locked memory, for training on a GPU.
     """
 
     def __init__(
@@ -226,6 +238,7 @@ class ResumableLoader(DataLoader):
         collate_fn: Callable[[list[Any]], Any],
         num_workers: int = 0,
         fresh_workers: bool = False,
+        pin_memory: bool = False,
     ) -> None:
         super().__init__(
             dataset,
@@ -234,6 +247,7 @@ class ResumableLoader(DataLoader):
             num_workers=num_workers,
             persistent_workers=num_workers > 0 and not fresh_workers,
             generator=torch.Generator(),
+            pin_memory=pin_memory,
         )
         self._yielded = 0
 

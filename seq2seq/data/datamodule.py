@@ -303,7 +303,13 @@ class TranslationDataModule(pl.LightningDataModule):
             collate_fn=partial(collate, pad_id=spec.pad_id, bos_id=spec.bos_id, eos_id=spec.eos_id),
             num_workers=self.num_workers,
             fresh_workers=sampled,  # the draws depend on the epoch
+            pin_memory=self._to_gpu(),
         )
+
+    def _to_gpu(self) -> bool:
+        """Whether batches go to a CUDA device: Lightning copies them there without blocking,
+        which runs asynchronously only from page-locked (pinned) memory."""
+        return self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
 
     def train_dataloader(self) -> ResumableLoader:
         if not self._budget_checked:
