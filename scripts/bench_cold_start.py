@@ -19,7 +19,6 @@ checkout chosen by PYTHONPATH is the one that runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -27,7 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from benchkit import REPO, alternate, save_json
+
 TORCH = "import torch"
 
 
@@ -80,12 +80,14 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, float | list[float]
     for _, checkout in runs.values():
         if checkout is not None:
             check_checkout(checkout)
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for round_number in range(1, args.rounds + 1):
-        for name, (argv, checkout) in runs.items():
-            times[name].append(timed_run(argv, checkout, args.line))
-        summary = ", ".join(f"{name} {values[-1]:.2f} s" for name, values in times.items())
-        print(f"round {round_number}/{args.rounds}: {summary}", file=sys.stderr)
+
+    def timed(name: str, index: int) -> float:
+        seconds = timed_run(*runs[name], args.line)
+        print(f"round {index + 1}/{args.rounds}: {name} {seconds:.2f} s", file=sys.stderr)
+        return seconds
+
+    rounds = alternate([], args.rounds, list(runs), timed)
+    times = {name: [done[name] for done in rounds] for name in runs}
     floor = statistics.median(times[TORCH])
     return {
         name: {
@@ -118,8 +120,7 @@ def main() -> None:
             f"median - import torch {figures['median_over_import_torch_s']:+6.2f} s"
         )
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        save_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -23,13 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
+
+from benchkit import alternate, medians, memory_mb, save_json
 
 # CTranslate2's engines: the export each translates with, and its workers (inter_threads)
 CT2_ENGINES = {
@@ -73,9 +72,8 @@ def translate_once(args: argparse.Namespace) -> None:
         translations = translate_stream_ct2(exported, lines, search, args.max_tokens)
         hyps = [t.text for t in translations]
     seconds = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     speed = {"seconds": seconds, "sentences_per_s": len(lines) / seconds}
-    print(json.dumps({**speed, "peak_rss_mb": peak_kb / 1024, "hypotheses": hyps}))
+    print(json.dumps({**speed, "peak_rss_mb": memory_mb("VmHWM"), "hypotheses": hyps}))
 
 
 def export_models(args: argparse.Namespace) -> None:
@@ -97,30 +95,25 @@ def child_command(args: argparse.Namespace, engine: str, search: str) -> list[st
             "--max-tokens", str(args.max_tokens)]  # fmt: skip
 
 
-def run(args: argparse.Namespace, engine: str, search: str, prefix: Sequence[str] = ()) -> dict:
-    """One run's JSON line (speed, peak RSS, hypotheses); ``prefix`` wraps the child's
-    command (a profiler)."""
-    command = [*prefix, *child_command(args, engine, search)]
+def run_engine(args: argparse.Namespace, engine: str, search: str) -> dict:
+    """One run's JSON line (speed, peak RSS, hypotheses)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(
+        child_command(args, engine, search), capture_output=True, text=True, env=env
+    )
     if done.returncode:
         raise RuntimeError(f"{engine} {search} failed:\n{done.stderr}")
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options every run (``child_command``) needs: model, data, exports, threads."""
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckpt", type=Path, required=True, help="a Transformer checkpoint")
     parser.add_argument("--src", type=Path, required=True, help="source sentences (.gz or not)")
     parser.add_argument("--ref", type=Path, required=True, help="reference translations")
     parser.add_argument("--out", type=Path, required=True, help="folder for exports and results")
     parser.add_argument("--threads", type=int, default=2, help="threads of every engine")
     parser.add_argument("--max-tokens", type=int, default=4096, help="source pieces per batch")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_run_arguments(parser)
     parser.add_argument("--rounds", type=int, default=2, help="runs of every engine and search")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)
@@ -136,22 +129,21 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     export_models(args)
     references = read_lines(args.ref)
-    runs: dict[str, list[dict]] = {}
-    for round_ in range(args.rounds):
-        for search in SEARCHES:
-            for engine in ENGINES:
-                result = run(args, engine, search)
-                hyps = result.pop("hypotheses")
-                result["bleu"] = BLEU().corpus_score(hyps, [references]).score
-                runs.setdefault(f"{search} {engine}", []).append(result)
-                print(f"round {round_ + 1} {search:6s} {engine:14s} "
-                      f"{result['sentences_per_s']:7.1f} sent/s  {result['peak_rss_mb']:6.0f} MB  "
-                      f"BLEU {result['bleu']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
-    summary = {
-        name: {key: statistics.median(r[key] for r in results) for key in results[0]}
-        for name, results in runs.items()
-    }
-    (args.out / "results.json").write_text(json.dumps({"runs": runs, "median": summary}, indent=2))
+
+    def measure(name: str, index: int) -> dict[str, float]:
+        search, engine = name.split()
+        result = run_engine(args, engine, search)
+        result["bleu"] = BLEU().corpus_score(result.pop("hypotheses"), [references]).score
+        print(f"round {index + 1} {search:6s} {engine:14s} "
+              f"{result['sentences_per_s']:7.1f} sent/s  {result['peak_rss_mb']:6.0f} MB  "
+              f"BLEU {result['bleu']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
+        return result
+
+    names = [f"{search} {engine}" for search in SEARCHES for engine in ENGINES]
+    rounds = alternate([], args.rounds, names, measure)  # A B C D A B C D
+    runs = {name: [done[name] for done in rounds] for name in names}
+    summary = {name: medians(results) for name, results in runs.items()}
+    save_json(args.out / "results.json", {"runs": runs, "median": summary})
     print("| search | engine | sentences/s | vs seq2seq fp32 | peak RSS (MB) | BLEU |")
     print("|---|---|---:|---:|---:|---:|")
     for name, median in summary.items():

@@ -1,20 +1,13 @@
 """Decoding test_2016 with seq2seq and with Joey NMT, alternating A B A B.
 
-Each round decodes the 1000 test_2016 sentences with Joey NMT's ``test`` and then with
-``seq2seq evaluate``, for each search (beam 5, greedy, and seq2seq's beam 5 under bf16
-autocast against Joey's fp32 beam 5, the only one it has on CPU), one process at a time
-with the same number of threads. Speed is each toolkit's own clock around generation
-(model loading left out): sentences/s, and words/s of output, since a model that writes
-longer sentences takes more decoder steps. Each run also gives its process's peak RSS, the
-hypotheses' cased sacreBLEU and their mean length in words, so that the two models can be
-compared for what they write, not only how fast. Medians over the rounds and their ratio
-per search.
-
-The models: a seq2seq checkpoint (``--ours``, or ``--ours-result``: the checkpoint a
-``bench_quality.py`` result.json evaluated) and a Joey NMT one (``--joey``; by default the
-weights ``peer_joey.py``'s timed training of the same model left in the cache), trained for
-comparable wall-clock budgets for the comparison to mean much. Resumable run by run, as
-``bench_joey_speed.py`` (whose A B A B loop this shares).
+Each round decodes the test set with Joey NMT's ``test`` and then with ``seq2seq evaluate``,
+for each search (beam 5, greedy, and our beam 5 under bf16 autocast against Joey's fp32 beam
+5, its only one on CPU), one process at a time with the same threads. Speed is each
+toolkit's own clock around generation: sentences/s, and words/s of output (a model that
+writes longer sentences takes more decoder steps); each run also gives its peak RSS, cased
+sacreBLEU and mean length in words. Medians over the rounds and their ratio per search.
+The models: ``--ours`` (or the checkpoint a bench_quality result.json evaluated) and
+``--joey`` (by default the weights peer_joey.py's timed training left in the cache).
 
     python scripts/peer_joey.py --model transformer --train-minutes 60 --decode
     python scripts/bench_joey_decoding.py --ours runs/x/averaged.ckpt --rounds 2
@@ -23,21 +16,16 @@ comparable wall-clock budgets for the comparison to mean much. Resumable run by 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from bench_joey_speed import (  # scripts/ is on sys.path when a script runs
-    add_shared_arguments,
-    alternate,
-    check_shared_arguments,
+from benchkit import evaluate, load_json, split_files
+from joeykit import (
+    add_comparison_arguments,
+    check_comparison_arguments,
+    compare,
     joey_environment,
-)
-from bench_quality import evaluate, split_files
-from peer_joey import (
-    load_results,
     measure_decode,
-    save_results,
 )
 from sacrebleu.metrics import BLEU
 
@@ -47,7 +35,7 @@ from seq2seq.text_lines import read_lines
 # its side of "beam5-bf16" is its fp32 beam 5 again, run afresh in that pair's round.
 SEARCHES = {"beam5": (5, False), "greedy": (1, False), "beam5-bf16": (5, True)}
 TEST = "test_2016_flickr"
-RATE = "sentences_per_sec"
+SPEED = "sentences_per_sec"
 
 
 def describe_output(hypotheses: Path, references: list[str]) -> dict[str, float]:
@@ -63,13 +51,13 @@ def describe_output(hypotheses: Path, references: list[str]) -> dict[str, float]
 
 def with_words_per_sec(record: dict[str, Any]) -> dict[str, Any]:
     """Add output words/s: sentences/s times the mean hypothesis length."""
-    return {**record, "words_per_sec": round(record[RATE] * record["mean_words"], 1)}
+    return {**record, "words_per_sec": round(record[SPEED] * record["mean_words"], 1)}
 
 
 def joey_latest(cache: Path, model: str) -> Path:
-    """Where ``peer_joey.py``'s timed training of ``model`` leaves its last weights."""
-    found = sorted((cache / "joey-runs" / model / "models").glob("*/latest.ckpt"))
-    return found[-1] if found else cache / "joey-runs" / model / "models" / "latest.ckpt"
+    """Where peer_joey.py's timed training of ``model`` leaves its last weights."""
+    models = cache / "joey-runs" / model / "models"
+    return (sorted(models.glob("*/latest.ckpt")) or [models / "latest.ckpt"])[-1]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -82,17 +70,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the peers' config the Joey checkpoint was trained with")  # fmt: skip
     parser.add_argument("--test-lines", type=int, help="decode only the first N test sentences")
     parser.add_argument("--searches", nargs="+", choices=sorted(SEARCHES), default=list(SEARCHES))
-    add_shared_arguments(parser, "runs/bench/joey-decoding.json")
+    add_comparison_arguments(parser, "runs/bench/joey-decoding.json")
     args = parser.parse_args(argv)
     if args.ours_result is not None:
         if not args.ours_result.is_file():
             parser.error(f"no result {args.ours_result}: run bench_quality.py first")
-        args.ours = Path(json.loads(args.ours_result.read_text())["evaluated"])
+        args.ours = Path(load_json(args.ours_result)["evaluated"])
     args.joey = args.joey or joey_latest(args.cache, args.joey_model)
     for path in (args.ours, args.joey):
         if not path.is_file():
             parser.error(f"no checkpoint {path}")
-    check_shared_arguments(parser, args, f"{TEST}.de.gz")
+    check_comparison_arguments(parser, args, f"{TEST}.de.gz")
     return args
 
 
@@ -112,22 +100,17 @@ def main(argv: list[str] | None = None) -> None:
             run = measure_decode(
                 python, args.joey_model, joey_data, folder, beam, args.joey, args.test_lines
             )
-            record = {RATE: run[RATE], "peak_rss_gb": run["peak_rss_gb"]}
+            record = {SPEED: run[SPEED], "peak_rss_gb": run["peak_rss_gb"]}
             hypotheses = Path(run["hypotheses"])
         else:
             run = evaluate(str(args.ours), src, ref, folder, beam, bf16)
-            record = {RATE: run["decode_sentences_per_sec"],
+            record = {SPEED: run["decode_sentences_per_sec"],
                       "peak_rss_gb": round(run["eval_peak_rss_mb"] / 1024, 2)}  # fmt: skip
             hypotheses = folder / "hypotheses.txt"
         return with_words_per_sec({**record, **describe_output(hypotheses, references)})
 
-    results = load_results(args.out)
-    alternate(results, args.out, args.searches, args.rounds, measure, RATE)
-    for entry in results.values():
-        entry.update(ours=str(args.ours), joey=str(args.joey), threads=args.threads)
-    save_results(args.out, results)
-    print(json.dumps({s: {k: v for k, v in e.items() if k != "rounds"} for s, e in results.items()},
-                     indent=2))  # fmt: skip
+    compare(args.out, args.searches, args.rounds, SPEED, measure, ours=str(args.ours),
+            joey=str(args.joey), threads=args.threads)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
 import torch
-from bench_transformer_speed import SIZE, ours_loss, train_steps  # the same training step
+from benchkit import SIZE, load_json, memory_mb, ours_loss, save_json, train_step
 
 from seq2seq.attention import AdditiveAttention
 from seq2seq.data.batching import Batch
@@ -37,6 +37,7 @@ from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.speedups.malloc import keep_freed_memory
+from seq2seq.task import batch_target_tokens
 from seq2seq.transformer import Transformer
 
 matplotlib.use("Agg")
@@ -64,18 +65,10 @@ def throughput(name: str, data_dir: str, max_tokens: int, steps: int) -> dict[st
     batches = [next(loader) for _ in range(steps + 1)]
     model = build(name, data.vocab.spec)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    train_steps(model, ours_loss, optimizer, batches[:1], True)  # warm-up: allocator, caches
-    rate = train_steps(model, ours_loss, optimizer, batches[1:], True)
+    train_step(model, ours_loss, optimizer, batches[0], True)  # warm-up: allocator, caches
+    seconds = sum(train_step(model, ours_loss, optimizer, b, True)[0] for b in batches[1:])
+    rate = sum(map(batch_target_tokens, batches[1:])) / seconds
     return {"target_tokens_per_s": rate, "steps": steps}
-
-
-def proc_status_gb(field: str) -> float:
-    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process, from /proc/self/status. Unlike
-    ``ru_maxrss``, which execve keeps from the parent, VmHWM starts afresh in a new program."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 2**20
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def memory_child(name: str, length: int, batch_size: int) -> None:
@@ -89,9 +82,9 @@ def memory_child(name: str, length: int, batch_size: int) -> None:
     batch = Batch(
         src=ids, src_lens=lens, ids=torch.arange(batch_size), tgt_in=ids, tgt_out=ids, tgt_lens=lens
     )
-    before = proc_status_gb("VmRSS")
-    train_steps(model, ours_loss, optimizer, [batch], True)
-    peak = proc_status_gb("VmHWM")
+    before = memory_mb("VmRSS") / 1024
+    train_step(model, ours_loss, optimizer, batch, True)
+    peak = memory_mb("VmHWM") / 1024
     print(json.dumps({"peak_rss_gb": peak, "step_rise_gb": peak - before}))
 
 
@@ -146,7 +139,7 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     record = args.out / "scale.json"
-    results = json.loads(record.read_text()) if record.exists() else {}
+    results = load_json(record)
     results.setdefault("throughput", {})
     results.setdefault("memory", {})
     results["memory_batch"] = args.memory_batch
@@ -164,7 +157,7 @@ def main() -> None:
         else:
             done[str(size)] = memory(name, size, args.memory_batch)
             print(f"{name:12s} length {size:4d}: peak {done[str(size)]['peak_rss_gb']:.2f} GB")
-        record.write_text(json.dumps(results, indent=2) + "\n")  # a finished point survives
+        save_json(record, results)  # a finished point survives
     plot(results, args.out / "scale.png")
     print(f"wrote {record} and {args.out / 'scale.png'}")
 

@@ -31,9 +31,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from seq2seq.text_lines import read_lines  # noqa: E402
+from benchkit import REPO, memory_mb, save_json
+
+from seq2seq.text_lines import read_lines
 
 STARTUP_SECONDS = 300  # the longest the server may take to load the model and answer
 REQUEST_SECONDS = 60  # a request not answered by then counts as lost
@@ -78,14 +78,6 @@ def wait_until_up(server: subprocess.Popen, url: str, log: Path) -> None:
         except OSError:
             time.sleep(0.5)
     raise RuntimeError(f"the server did not answer within {STARTUP_SECONDS} s")
-
-
-def peak_rss_mb(pid: int) -> float:
-    """The process's peak resident set (VmHWM) in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/PID/status")
 
 
 def reset_peak_rss(pid: int) -> bool:
@@ -177,7 +169,7 @@ def main() -> None:
             level["sentences_per_batch"] = round(
                 (level["answered"] + level["failed"]) / max(batches, 1), 2
             )
-            level["peak_rss_mb"] = round(peak_rss_mb(server.pid), 1)
+            level["peak_rss_mb"] = round(memory_mb("VmHWM", server.pid), 1)
             level["peak_rss_since"] = "this level" if resettable else "server start"
             levels.append(level)
             print(json.dumps(level), flush=True)
@@ -200,7 +192,7 @@ def main() -> None:
         if base
         else None,
     }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    save_json(args.out, result)
     print(json.dumps(result["speedup_over_1_client"]))
 
 

@@ -10,7 +10,6 @@ value, Joey NMT's beside ours, and whether the target is met.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
@@ -18,11 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_quality import best_by_literature_bleu  # scripts/ is on sys.path when a script runs
-
-
-def load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.exists() else {}
+from benchkit import best_by_literature_bleu, load_json
 
 
 def get(record: dict[str, Any], *keys: str) -> Any:
@@ -62,10 +57,10 @@ def joey_line(what: str, record: dict[str, Any], name: str, goal: float) -> str:
 
 
 def summary(folder: Path) -> str:
-    speed = load(folder / "transformer-speed.json")
-    joey_speed = load(folder / "joey-speed.json")  # whole training runs, A B A B
-    joey_decoding = load(folder / "joey-decoding.json")  # test_2016, A B A B
-    de = load(folder / "quality-en-de" / "results.json")
+    speed = load_json(folder / "transformer-speed.json")
+    joey_speed = load_json(folder / "joey-speed.json")  # whole training runs, A B A B
+    joey_decoding = load_json(folder / "joey-decoding.json")  # test_2016, A B A B
+    de = load_json(folder / "quality-en-de" / "results.json")
     ours_transformer = get(speed, "median_target_tokens_per_s", "seq2seq Transformer")
     plain = get(speed, "median_target_tokens_per_s", "torch.nn.Transformer")
     transformer = quality_row(de, "transformer")  # the reference config, for decoding speed

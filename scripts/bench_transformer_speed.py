@@ -20,26 +20,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import resource
 import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from benchkit import SIZE, alternate, ours_loss, save_json, train_step
 from torch import Tensor, nn
 
 from seq2seq.data.batching import Batch
 from seq2seq.data.datamodule import TranslationDataModule
-from seq2seq.loss import label_smoothed_nll
 from seq2seq.masking import sequence_mask
 from seq2seq.model import VocabSpec
 from seq2seq.speedups.malloc import keep_freed_memory
 from seq2seq.task import batch_target_tokens
 from seq2seq.transformer import Transformer, sinusoidal_table
-
-SIZE = dict(model_size=256, num_heads=4, ff_size=1024, encoder_layers=3, decoder_layers=3)
 
 
 class PlainTransformer(nn.Module):
@@ -79,45 +74,6 @@ def plain_loss(model: PlainTransformer, batch: Batch, bf16: bool) -> Tensor:
     return F.cross_entropy(
         logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=0, label_smoothing=0.1
     )
-
-
-def ours_loss(model: Transformer, batch: Batch, bf16: bool) -> Tensor:
-    """What TranslationTask does: the fused loss over the valid lengths."""
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        logits, _ = model(batch.src, batch.src_lens, batch.tgt_in, need_weights=False)
-    loss, _, n = label_smoothed_nll(logits, batch.tgt_out, batch.tgt_lens, 0.1)
-    return loss / n
-
-
-def train_step(
-    model: nn.Module,
-    loss_of: Callable[[nn.Module, Batch, bool], Tensor],
-    optimizer: torch.optim.Optimizer,
-    batch: Batch,
-    bf16: bool,
-) -> tuple[float, int]:
-    """One training step; returns (seconds, minor page faults) it took."""
-    model.train()
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    start = time.perf_counter()
-    loss_of(model, batch, bf16).backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    seconds = time.perf_counter() - start
-    return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
-
-
-def train_steps(
-    model: nn.Module,
-    loss_of: Callable[[nn.Module, Batch, bool], Tensor],
-    optimizer: torch.optim.Optimizer,
-    batches: list[Batch],
-    bf16: bool,
-) -> float:
-    """One training step per batch, one model alone; returns target tokens per second."""
-    seconds = sum(train_step(model, loss_of, optimizer, batch, bf16)[0] for batch in batches)
-    return sum(map(batch_target_tokens, batches)) / seconds
 
 
 def main() -> None:
@@ -160,25 +116,22 @@ def main() -> None:
     tokens = sum(map(batch_target_tokens, batches))
     rates: dict[str, list[float]] = {name: [] for name in contenders}
     faults: dict[str, list[float]] = {name: [] for name in contenders}
+
+    def step(name: str, index: int) -> tuple[float, int]:
+        model, loss_of = contenders[name]
+        return train_step(model, loss_of, optimizers[name], batches[index], bf16)
+
     for round_ in range(args.warmup + args.rounds):
-        seconds = dict.fromkeys(contenders, 0.0)
-        round_faults = dict.fromkeys(contenders, 0)
-        for batch in batches:  # contenders alternate step by step: A B A B
-            for name, (model, loss_of) in contenders.items():
-                took, faulted = train_step(model, loss_of, optimizers[name], batch, bf16)
-                seconds[name] += took
-                round_faults[name] += faulted
+        steps = alternate([], len(batches), list(contenders), step)  # A B A B, step by step
         for name in contenders:
-            rate, per_step = tokens / seconds[name], round_faults[name] / len(batches)
+            seconds = sum(taken[name][0] for taken in steps)
+            rate, per_step = tokens / seconds, sum(taken[name][1] for taken in steps) / len(steps)
             if round_ >= args.warmup:
                 rates[name].append(rate)
                 faults[name].append(per_step)
-            print(
-                f"round {round_} {name:30s} {rate:8.0f} target tok/s "
-                f"{per_step:8.0f} page faults/step"
-                + (" (warm-up)" if round_ < args.warmup else ""),
-                flush=True,
-            )
+            warmup = " (warm-up)" if round_ < args.warmup else ""
+            print(f"round {round_} {name:30s} {rate:8.0f} target tok/s "
+                  f"{per_step:8.0f} page faults/step{warmup}", flush=True)  # fmt: skip
     medians = {name: statistics.median(r) for name, r in rates.items()}
     ours, plain = medians["seq2seq Transformer"], medians["torch.nn.Transformer"]
     report = {
@@ -196,8 +149,7 @@ def main() -> None:
         "page_faults_per_step": faults,
     }
     print(json.dumps(report, indent=2))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2))
+    save_json(Path(args.out), report)
 
 
 if __name__ == "__main__":

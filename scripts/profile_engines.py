@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,9 +27,11 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import bench_engines
+from seq2seq.checkpoint import load_trained
+from seq2seq.export import export_ctranslate2
 
 ENGINES = ("seq2seq-fp32", "ct2-float32")
+BENCH_ENGINES = Path(__file__).with_name("bench_engines.py")  # runs one engine: its --child
 OTHER = "other"
 
 
@@ -73,7 +76,15 @@ def profile(args: argparse.Namespace, engine: str, folder: Path) -> tuple[dict, 
     """One beam-5 run of ``engine`` under ``perf record``: its speed and samples by category."""
     data = folder / f"{engine}.perf"
     record = ["perf", "record", "-q", "-F", str(args.frequency), "-o", str(data), "--"]
-    result = bench_engines.run(args, engine, "beam5", prefix=record)
+    child = [sys.executable, str(BENCH_ENGINES), "--child", "--engine", engine, "--search",
+             "beam5", "--ckpt", str(args.ckpt), "--src", str(args.src), "--ref", str(args.ref),
+             "--out", str(args.out), "--threads", str(args.threads),
+             "--max-tokens", str(args.max_tokens)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    done = subprocess.run([*record, *child], capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise RuntimeError(f"{engine} failed:\n{done.stderr}")
+    result = json.loads(done.stdout.splitlines()[-1])
     report = subprocess.run(
         ["perf", "report", "-i", str(data), "--stdio", "--sort", "dso,symbol",
          "-F", "sample,dso,symbol", "-t", "|"],
@@ -101,14 +112,19 @@ def table(speeds: dict[str, float], samples: dict[str, Counter[str]]) -> list[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    bench_engines.add_run_arguments(parser)
+    parser.add_argument("--ckpt", type=Path, required=True, help="a Transformer checkpoint")
+    parser.add_argument("--src", type=Path, required=True, help="source sentences (.gz or not)")
+    parser.add_argument("--ref", type=Path, required=True, help="reference translations")
+    parser.add_argument("--out", type=Path, required=True, help="folder for exports and results")
+    parser.add_argument("--threads", type=int, default=2, help="threads of every engine")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="source pieces per batch")
     parser.add_argument("--frequency", type=int, default=999, help="samples per second")
     parser.add_argument("--json", type=Path, help="also write the counts here")
     args = parser.parse_args()
     if shutil.which("perf") is None:
         sys.exit("profile_engines needs Linux perf (e.g. the linux-tools package) on PATH")
-    args.out.mkdir(parents=True, exist_ok=True)
-    bench_engines.export_models(args)
+    if not (args.out / "ct2-float32" / "model.bin").is_file():
+        export_ctranslate2(load_trained(args.ckpt), args.out / "ct2-float32", "float32")
     speeds, samples = {}, {}
     with tempfile.TemporaryDirectory() as scratch:
         for engine in ENGINES:

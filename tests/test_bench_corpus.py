@@ -1,11 +1,8 @@
-"""scripts/bench_corpus.py: its corpora, built from a made-up Multi30k, and its /proc poller."""
+"""scripts/bench_corpus.py: its corpora, built from a made-up Multi30k, and its processes' roles."""
 
 from __future__ import annotations
 
-import functools
 import gzip
-import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -86,21 +83,15 @@ def test_a_corpus_depends_on_its_seed_only_and_is_built_once(
     assert (first / "train.en").stat().st_mtime_ns == written  # complete: not built again
 
 
-@pytest.mark.parametrize("scan", [False, True], ids=["children-files", "ppid-scan"])
-def test_the_poller_sees_the_peak_of_a_grandchild(
-    bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scan: bool
-):
-    if not scan and not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists():
-        pytest.skip("no /proc/<pid>/task/<tid>/children in this kernel")
-    monkeypatch.setattr(bench, "process_tree", functools.partial(bench.process_tree, scan=scan))
-    # 120 MB written then freed: the peak must be seen however the polls fall
-    grandchild = "import time; block = b'x' * (120 << 20); del block; time.sleep(0.6)"
-    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
-    record = bench.run_watched([sys.executable, "-c", child], dict(os.environ), tmp_path / "x", 60)
-    assert record["status"] == 0 and not record["timed_out"]
-    processes = record["processes"]
-    assert len(processes) == 2
-    root, grand = sorted(processes, key=lambda p: p["peak_rss_gb"])
-    assert root["role"] == "rank 0" and grand["role"] == "worker"
-    assert grand["peak_rss_gb"] > 120 / 1024
-    assert record["peak_rss_gb"] == grand["peak_rss_gb"]
+def test_ddp_ranks_are_told_from_forked_workers(bench: ModuleType):
+    """The command is rank 0; a process started anew with its command line and its own
+    LOCAL_RANK is another rank; a fork that inherits its parent's environment is a worker."""
+    command = "python -m seq2seq.cli fit"
+    processes = [
+        bench.Process(10, 1, cmdline=command),
+        bench.Process(11, 10, cmdline=command, rank="1"),  # DDP's second rank
+        bench.Process(12, 11, cmdline=command, rank="1"),  # a data worker forked by rank 1
+        bench.Process(13, 10, cmdline="python -c pass"),
+    ]
+    roles = [bench.role(process, processes, root=10) for process in processes]
+    assert roles == ["rank 0", "rank 1", "worker", "worker"]

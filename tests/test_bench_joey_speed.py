@@ -1,4 +1,5 @@
-"""scripts/bench_joey_speed.py offline: rates, medians, and the A B A B order with resuming."""
+"""scripts/bench_joey_speed.py offline: rates, medians, and the A B A B order with resuming
+(joeykit.compare)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def test_logged_rates_are_read_in_step_order_from_every_version(speed: ModuleTyp
     for version, body in enumerate(["0,49,3000.0\n0,49,\n0,99,3500.0\n", "1,149,3600.0\n"]):
         folder = tmp_path / "logs" / f"version_{version}"
         folder.mkdir(parents=True)
-        (folder / "metrics.csv").write_text(f"epoch,step,{speed.RATE_COLUMN}\n{body}")
+        (folder / "metrics.csv").write_text(f"epoch,step,{speed.RATE}\n{body}")
     assert speed.logged_rates(tmp_path) == [3000.0, 3500.0, 3600.0]
 
 
@@ -38,12 +39,13 @@ def test_summary_pairs_rounds_and_ignores_an_unfinished_one(speed: ModuleType):
         {"joey": run(500.0), "seq2seq": run(3000.0)},
         {"joey": run(10.0)},  # interrupted before seq2seq's run
     ]
-    summary = speed.summarise(rounds, "target_tokens_per_sec")
+    summarise = load_script("joeykit").summarise
+    summary = summarise(rounds, "target_tokens_per_sec")
     assert summary["paired_rounds"] == 2
     assert summary["joey_median"] == 550.0 and summary["seq2seq_median"] == 3000.0
     assert summary["ratio"] == pytest.approx(3000.0 / 550.0)
     assert summary["ratio_per_round"] == [5.0, 6.0]
-    assert speed.summarise([{"joey": run(1.0)}], "target_tokens_per_sec") == {}
+    assert summarise([{"joey": run(1.0)}], "target_tokens_per_sec") == {}
 
 
 def test_runs_alternate_and_a_finished_run_is_not_redone(
@@ -62,8 +64,7 @@ def test_runs_alternate_and_a_finished_run_is_not_redone(
         calls.append(("seq2seq", run_dir.name))
         return {"target_tokens_per_sec": 2000.0}
 
-    monkeypatch.setattr(speed, "ensure_venv", lambda venv: venv / "bin" / "python")
-    monkeypatch.setattr(speed, "prepare_data", lambda corpus, data_dir: data_dir)
+    monkeypatch.setattr(speed, "joey_environment", lambda args: (Path("python"), corpus))
     monkeypatch.setattr(speed, "measure_train", fake_joey)
     monkeypatch.setattr(speed, "train_ours", fake_ours)
     out = tmp_path / "joey-speed.json"

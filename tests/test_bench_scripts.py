@@ -1,13 +1,15 @@
-"""scripts/bench_summary.py and bench_quality.py (significance, adopted runs) on made-up records."""
+"""The scripts' logic on made-up records: bench_summary.py, bench_quality.py (significance,
+adopted runs), select_on_val.py (choosing on val, testing once, ensembles), the profilers."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
@@ -16,7 +18,8 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
-    """The script as a module, importing its sibling scripts as it does when run."""
+    """The script as a module, importing its helper modules (benchkit, joeykit) as it does
+    when run."""
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -195,8 +198,9 @@ def test_an_adopted_run_is_scored_from_its_own_records(quality: ModuleType, tmp_
     assert trained["train_seconds"] == pytest.approx(3456.5)
     assert trained["train_peak_rss_mb"] is None  # not measured: the fit ran elsewhere
     assert json.loads((folder / "train.json").read_text()) == trained
-    # with no recent-*.ckpt to average, the run's best checkpoint is what gets scored
-    assert quality.averaged_checkpoint(trained, folder) == str(best)
+    # with one recent-*.ckpt, nothing to average: the run's best checkpoint is what gets scored
+    val = (tmp_path / "val.en", tmp_path / "val.de")
+    assert quality.chosen_checkpoint(trained, folder, val, beam=5) == (str(best), {})
 
 
 @pytest.mark.parametrize(("averaged_bleu", "chosen"), [(30.0, "averaged"), (20.0, "best")])
@@ -216,27 +220,46 @@ def test_val_chooses_between_the_average_and_the_best_checkpoint(
         scored.append((checkpoint, src.name, folder.name))
         return {"bleu": 0.0, "bleu_literature": val_bleu[checkpoint]}
 
+    averaged_from = []
+
+    def fake_average(checkpoints: list[Path], out: Path) -> Path:
+        averaged_from.append([path.name for path in checkpoints])
+        return out
+
     monkeypatch.setattr(quality, "evaluate", fake_evaluate)
-    monkeypatch.setattr(quality, "averaged_checkpoint", lambda trained, folder: paths["averaged"])
+    monkeypatch.setattr(quality, "averaged", fake_average)
     trained = {"checkpoint": paths["best"], "run_dir": str(tmp_path / "run")}
     val = (tmp_path / "val.en", tmp_path / "val.de")
     checkpoint, scores = quality.chosen_checkpoint(trained, tmp_path, val, beam=5)
     assert checkpoint == paths[chosen]
+    assert averaged_from == [[f"recent-epoch{epoch:02d}.ckpt" for epoch in range(3)]]
     assert scores == {"val_bleu_literature_averaged": averaged_bleu,
                       "val_bleu_literature_best": 25.0}  # fmt: skip
     assert scored == [(paths["averaged"], "val.en", "val-averaged"),
                       (paths["best"], "val.en", "val-best")]  # fmt: skip
     # a run with nothing to average: its best checkpoint, no val decoding
-    monkeypatch.setattr(quality, "averaged_checkpoint", lambda trained, folder: paths["best"])
+    for recent in checkpoints.glob("recent-*.ckpt"):
+        recent.unlink()
     assert quality.chosen_checkpoint(trained, tmp_path, val, beam=5) == (paths["best"], {})
 
 
+def is_script(path: Path) -> bool:
+    """A script runs (``python scripts/X.py``); a helper module (benchkit) is only imported."""
+    return 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in SCRIPTS.glob("*.py")))
-def test_every_script_imports(name: str):
-    """As ``python scripts/X.py`` runs them (load_script puts scripts/ on the path for
-    their imports of each other: bench_scale takes its training step from
-    bench_transformer_speed)."""
+def test_every_script_imports_and_imports_no_other_script(name: str):
+    """As ``python scripts/X.py`` runs them, with scripts/ on the path for the helpers."""
     load_script(name)
+    imported = set()
+    for node in ast.walk(ast.parse((SCRIPTS / f"{name}.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.partition(".")[0])
+    scripts = {p.stem for p in SCRIPTS.glob("*.py") if is_script(p)}
+    assert not imported & scripts
 
 
 @pytest.mark.slow  # trains two models
@@ -260,8 +283,7 @@ def test_the_speed_benchmark_step_trains_both_contenders():
         seconds, faults = speed.train_step(model, loss_of, optimizer, batch, bf16=False)
         assert seconds > 0 and faults >= 0
         assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
-        rate = speed.train_steps(model, loss_of, optimizer, [batch, batch], bf16=True)
-        assert rate > 0
+        assert speed.train_step(model, loss_of, optimizer, batch, bf16=True)[0] > 0
 
 
 def test_the_step_benchmark_times_attention_and_the_whole_decoder_step_of_each_variant():
@@ -468,7 +490,7 @@ def test_a_stopped_fit_continues_from_its_last_checkpoint(
 
     def fake_run(command, stdout, stderr):
         commands.append(command)
-        return {"status": 0, "seconds": 60.0, "peak_rss_mb": 100.0}
+        return SimpleNamespace(status=0, seconds=60.0, peak_rss_mb=100.0)
 
     monkeypatch.setattr(selection, "run", fake_run)
     args = argparse.Namespace(name="anchor", config=[Path("base.yaml")], data=tmp_path,

@@ -1,26 +1,21 @@
-"""scripts/peer_joey.py offline: config rewriting and Joey log parsing (no Joey, no network)."""
+"""scripts/joeykit.py offline, as peer_joey.py and the comparisons run Joey NMT: config
+rewriting and Joey's log parsing (no Joey, no network)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "peer_joey.py"
+from test_bench_scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def peer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("peer_joey", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("joeykit")
 
 
 CONFIG = """\
