@@ -59,3 +59,18 @@ def label_smoothed_nll(
     mask = sequence_mask(lengths, T).reshape(-1).float()  # [B*T]
     loss, nll = _SmoothedCrossEntropy.apply(logits.reshape(B * T, V), target.reshape(-1), smoothing)
     return (loss * mask).sum(), (nll * mask).sum(), mask.sum().long()
+
+
+def symmetric_kl(logits_a: Tensor, logits_b: Tensor, lengths: Tensor) -> Tensor:
+    """The symmetric KL divergence between two output distributions, summed over the valid
+    target positions: ``sum over positions of (KL(P_a || P_b) + KL(P_b || P_a)) / 2``.
+
+    logits_a, logits_b [B, T, V] (any float dtype; fp32 inside), lengths [B] -> a scalar.
+    Per position it is ``sum_v (p_a - p_b) * (log p_a - log p_b) / 2``: exactly 0 where the
+    two distributions are the same, positive elsewhere. Positions past a sentence's length
+    contribute nothing, whatever their logits.
+    """
+    T = logits_a.size(1)
+    log_a, log_b = logits_a.float().log_softmax(-1), logits_b.float().log_softmax(-1)
+    per_position = ((log_a.exp() - log_b.exp()) * (log_a - log_b)).sum(-1) / 2  # [B, T]
+    return torch.where(sequence_mask(lengths, T), per_position, 0.0).sum()

@@ -22,7 +22,7 @@ from seq2seq.checkpoint import CHECKPOINT_KEY, Payload
 from seq2seq.data.batching import Batch
 from seq2seq.epoch_metrics import Perplexity, SplitTranslations
 from seq2seq.errors import CheckpointError, Seq2SeqError
-from seq2seq.loss import label_smoothed_nll
+from seq2seq.loss import label_smoothed_nll, symmetric_kl
 from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.schedule import Schedule, WarmupThenDecay
@@ -83,6 +83,13 @@ class TranslationTask(pl.LightningModule):
         nonfinite_loss: What a NaN or infinite training loss does: ``stop`` ends training
             with an error naming the step; ``skip`` skips the batch (counted in
             ``train_skipped_batches``; one process only).
+        rdrop_alpha: R-Drop (Liang et al., 2021), at least 0 (0: off, the default): each
+            training batch runs through the model twice with independent dropout, and the
+            loss is the mean of the two label-smoothed losses plus ``rdrop_alpha`` times the
+            symmetric KL divergence between the two output distributions (logged as
+            ``train_rdrop_kl``), per target token; the paper's alpha means the same here (see
+            ``_rdrop_loss``). A training step costs about twice as much; validation and test
+            are unchanged. Needs dropout: without it the two runs agree and the term is 0.
     """
 
     def __init__(
@@ -101,8 +108,11 @@ class TranslationTask(pl.LightningModule):
         max_len_ratio: float = 1.5,
         max_len_offset: int = 10,
         nonfinite_loss: Literal["stop", "skip"] = "stop",
+        rdrop_alpha: float = 0.0,
     ) -> None:
         super().__init__()
+        if not rdrop_alpha >= 0:  # NaN too
+            raise Seq2SeqError(f"model.rdrop_alpha must be at least 0 (0: off), got {rdrop_alpha}")
         self.vocab = vocab
         self.model = model(vocab.spec)
         self.label_smoothing = label_smoothing
@@ -121,6 +131,7 @@ class TranslationTask(pl.LightningModule):
         self.run_config: str | None = None  # the CLI's YAML config, saved into checkpoints
         self.flops_per_batch: int | None = None  # ThroughputMonitor asks; not measured
         self.nonfinite_loss = nonfinite_loss
+        self.rdrop_alpha = rdrop_alpha
         self.skipped_batches = 0
         stages = ("train", "val", "test")
         self.perplexity = nn.ModuleDict({f"{s}_ppl": Perplexity() for s in stages})
@@ -135,6 +146,44 @@ class TranslationTask(pl.LightningModule):
         )
         n = int(n_tokens)
         return loss / n, nll, n
+
+    def _rdrop_loss(self, batch: Batch) -> tuple[Tensor, Tensor, int, Tensor]:
+        """R-Drop: (loss per token, summed NLL, target tokens, symmetric KL per token) of a
+        batch run through the model twice, with independent dropout.
+
+        The two runs are one forward over the batch stacked on itself ([2B, ...]), so each
+        copy draws its own dropout masks. With N the batch's target tokens, CE_1 and CE_2
+        the copies' label-smoothed losses and KL their symmetric divergence
+        (``symmetric_kl``: (KL(P_1 || P_2) + KL(P_2 || P_1)) / 2 per position), each summed
+        over the valid target positions:
+
+            loss = ((CE_1 + CE_2) / 2 + alpha * KL) / N
+
+        The paper's loss, CE_1 + CE_2 + alpha / 2 * (KL(P_1 || P_2) + KL(P_2 || P_1)), is
+        2N times this: alpha weighs the same term against the same cross-entropies, and the
+        loss is per target token like the plain one, which it equals when the two copies
+        agree. The NLL returned is the mean of the two copies' (for the perplexity).
+        """
+        B = batch.src.size(0)
+
+        def twice(x: Tensor) -> Tensor:
+            return torch.cat([x, x])  # [2B, ...]
+
+        logits, _ = self.model(
+            twice(batch.src), twice(batch.src_lens), twice(batch.tgt_in), need_weights=False
+        )  # [2B, T, V]
+        both, nll, n_tokens = label_smoothed_nll(
+            logits, twice(batch.tgt_out), twice(batch.tgt_lens), self.label_smoothing
+        )
+        kl = symmetric_kl(logits[:B], logits[B:], batch.tgt_lens)
+        n = int(n_tokens) // 2
+        return (both / 2 + self.rdrop_alpha * kl) / n, nll / 2, n, kl.detach() / n
+
+    def _training_loss(self, batch: Batch) -> tuple[Tensor, Tensor, int, Tensor | None]:
+        """(loss per token, summed NLL, target tokens, R-Drop's KL per token or None)."""
+        if self.rdrop_alpha > 0:
+            return self._rdrop_loss(batch)
+        return *self._loss(batch), None
 
     def _log_loss(self, stage: str, loss: Tensor, nll: Tensor, n: int) -> None:
         self.log(
@@ -166,12 +215,14 @@ class TranslationTask(pl.LightningModule):
             )
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
-        loss, nll, n = self._loss(batch)
+        loss, nll, n, kl = self._training_loss(batch)
         # Every process takes the same branch: under DDP, one process stopping alone would
         # leave the others waiting in the gradient all-reduce.
         finite_here = bool(torch.isfinite(loss))
         if self.trainer.strategy.reduce_boolean_decision(finite_here, all=True):
             self._log_loss("train", loss, nll, n)
+            if kl is not None:
+                self.log("train_rdrop_kl", kl, batch_size=n, on_epoch=True, sync_dist=True)
             return loss
         value = float(loss) if not finite_here else "non-finite on another process"
         where = f"step {self.global_step} (epoch {self.current_epoch}, batch {batch_idx})"
