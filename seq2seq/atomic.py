@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,7 +54,10 @@ def remove_stale_temps(folder: Path, target: Callable[[str], bool]) -> list[Path
         pid = int(match["pid"])
         if pid == os.getpid() or _running(pid):
             continue
-        entry.unlink(missing_ok=True)
+        if entry.is_dir() and not entry.is_symlink():  # a folder of atomic_folder
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
         removed.append(entry)
     if removed:
         log.info(
@@ -104,6 +108,33 @@ def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
         cause = None if isinstance(error, Seq2SeqError | KeyboardInterrupt) else _os_error(error)
         if cause is not None:
             raise write_failure(path, cause, existed) from error
+        raise
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A new folder to fill in place of ``path`` (which must not exist, or be empty): on
+    success it is renamed to ``path``, every file in it flushed to disk first; on any
+    failure it is removed and ``path`` is left as it was. A reader never finds a folder
+    half written under ``path``'s name (an OSError, such as a full disk, becomes an
+    OutputError)."""
+    path = Path(path)
+    tmp = temp_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(path.parent, lambda name: name == path.name)
+        tmp.mkdir()
+        yield tmp
+        for file in tmp.rglob("*"):
+            if file.is_file():
+                with open(file, "rb") as written:
+                    os.fsync(written.fileno())
+        os.replace(tmp, path)  # rename(2): onto a missing or empty folder only
+    except BaseException as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        cause = None if isinstance(error, Seq2SeqError | KeyboardInterrupt) else _os_error(error)
+        if cause is not None:
+            raise write_failure(path, cause, existed=False) from error
         raise
 
 

@@ -9,6 +9,13 @@ when a run stops early (a scheduler's grace period is short, and the epoch is un
 ``ResumableCheckpoint``: Lightning's ModelCheckpoint, whose ``last.ckpt`` also holds the
 final step of a run that stops mid-epoch (``max_steps``, ``max_time``, a signal) and the
 state after every validation, so that ``--ckpt_path last`` continues from the next batch.
+
+``PreparationStop``: before that, while the data are prepared (the corpus read into Arrow,
+the vocabulary trained, the splits tokenised: minutes on a large corpus), SIGINT or SIGTERM
+ends the command at once, in one line, with ``128 + signal``. The signal is raised as an
+exception, so every cache write on the way out removes its partial files (each cache is
+written under temporary names and renamed when whole), and the next run reuses what was
+finished.
 """
 
 from __future__ import annotations
@@ -24,6 +31,53 @@ from pytorch_lightning import Callback, LightningModule, Trainer
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StoppedPreparing(BaseException):
+    """A signal arrived while the data were prepared. Not an Exception, so that no
+    ``except Exception`` on the way (in datasets, in the toolkit) takes it for an error."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class PreparationStop(Callback):
+    """``with PreparationStop():`` around a Lightning command: until the data module is set
+    up (the callbacks' ``setup`` hook comes right after it), SIGINT and SIGTERM raise
+    StoppedPreparing, which ends the command with one line and ``128 + signal``. Then the
+    earlier handlers are back, for Lightning's and GracefulStop's."""
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        raise StoppedPreparing(signum)
+
+    def _restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def __enter__(self) -> PreparationStop:
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        self._restore()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: Any
+    ) -> None:
+        self._restore()
+        if isinstance(error, StoppedPreparing):
+            print(
+                f"seq2seq: stopped by {error} while preparing the data; nothing half-written "
+                "is kept, and the next run reuses what was finished",
+                file=sys.stderr,
+            )
+            sys.exit(128 + error.signum)
 
 
 def run_stops_after_this_batch(trainer: Trainer) -> bool:
@@ -132,3 +186,9 @@ class ResumableCheckpoint(ModelCheckpoint):
         super().on_validation_end(trainer, pl_module)
         if not self._nothing_to_save(trainer):
             self._write_last(trainer)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # Lightning's writes last.ckpt here even in a smoke run (fast_dev_run), which checkpoints
+        # nothing else: it would pass for the run's newest state in a folder that holds one
+        if not trainer.fast_dev_run:
+            super().on_train_end(trainer, pl_module)

@@ -30,6 +30,7 @@ import sentencepiece as spm
 
 from seq2seq.atomic import write_atomically
 from seq2seq.errors import CheckpointError, DataError
+from seq2seq.interruptible import call_interruptibly
 from seq2seq.model import VocabSpec
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -37,6 +38,13 @@ ModelType = Literal["unigram", "bpe"]
 STATE_FORMAT = 1  # version of ``Vocabulary.to_state``; also part of every cache key
 
 log = logging.getLogger("seq2seq")
+
+
+def _train_model(text: list[str], options: dict[str, Any]) -> bytes:
+    """A SentencePiece model trained on ``text`` with ``options``, serialized."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(text), model_writer=model, **options)
+    return model.getvalue()
 
 
 @dataclass(frozen=True)
@@ -85,31 +93,30 @@ class Tokenizer:
     def train(cls, sentences: Iterable[str], settings: VocabSettings) -> Tokenizer:
         """Train in memory on ``sentences`` (``settings.joint``, ``sample`` and ``seed`` are
         not its business). Empty sentences are skipped; the result is deterministic for a
-        given ``settings.threads``.
+        given ``settings.threads``. SentencePiece trains on a worker thread, so that Ctrl-C
+        or SIGTERM ends the training at once (``seq2seq.interruptible``).
         """
         text = [s for s in sentences if s.strip()]
         if not text:
             raise DataError("cannot train a SentencePiece vocabulary: no non-empty sentences")
-        model = io.BytesIO()
+        options = {
+            "vocab_size": settings.vocab_size,
+            "model_type": settings.model_type,
+            "character_coverage": settings.character_coverage,
+            "max_sentencepiece_length": settings.max_piece_length,
+            "normalization_rule_name": "nmt_nfkc_cf" if settings.lowercase else "nmt_nfkc",
+            "byte_fallback": True,
+            "hard_vocab_limit": False,
+            "pad_id": PAD_ID,
+            "unk_id": UNK_ID,
+            "bos_id": BOS_ID,
+            "eos_id": EOS_ID,
+            "input_sentence_size": 0,  # every sentence given: the caller samples
+            "num_threads": settings.threads,
+            "minloglevel": 2,  # errors only: they become DataErrors
+        }
         try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(text),
-                model_writer=model,
-                vocab_size=settings.vocab_size,
-                model_type=settings.model_type,
-                character_coverage=settings.character_coverage,
-                max_sentencepiece_length=settings.max_piece_length,
-                normalization_rule_name="nmt_nfkc_cf" if settings.lowercase else "nmt_nfkc",
-                byte_fallback=True,
-                hard_vocab_limit=False,
-                pad_id=PAD_ID,
-                unk_id=UNK_ID,
-                bos_id=BOS_ID,
-                eos_id=EOS_ID,
-                input_sentence_size=0,  # every sentence given: the caller samples
-                num_threads=settings.threads,
-                minloglevel=2,  # errors only: they become DataErrors
-            )
+            model = call_interruptibly(_train_model, text, options)
         except RuntimeError as error:
             reason = str(error).strip().rsplit("] ", 1)[-1]  # drop "INTERNAL: file.cc(1) [...]"
             raise DataError(
@@ -117,7 +124,7 @@ class Tokenizer:
                 f"{settings.vocab_size} pieces "
                 f"on this text: {reason}"
             ) from error
-        return cls(model.getvalue())
+        return cls(model)
 
     @classmethod
     def from_bytes(cls, model: bytes) -> Tokenizer:

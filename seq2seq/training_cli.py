@@ -24,22 +24,29 @@ from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.distributed import bound_collective_waits
 from seq2seq.fit_summary import FitSummary
 from seq2seq.quiet import quiet_lightning
-from seq2seq.resume import checkpoint_dir, checkpoint_to_resume
+from seq2seq.resume import (
+    REPLACE_OPTION,
+    check_new_run,
+    checkpoint_dir,
+    checkpoint_to_resume,
+    remove_checkpoints,
+)
 
 # --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
 # when the parser is built, so every model family is imported here.
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.run_lock import RunLock, claim_version
-from seq2seq.stopping import GracefulStop, ResumableCheckpoint
+from seq2seq.stopping import GracefulStop, PreparationStop, ResumableCheckpoint
 from seq2seq.task import TranslationTask, batch_sentences, batch_target_tokens
 from seq2seq.transformer import Transformer
 
 MODEL_FAMILIES = (RNNSeq2Seq, Transformer)
 
-# Instead of argparse's usage, which spells out all 130 options in 75 lines.
+# Instead of argparse's usage, which spells out all 130 options in 75 lines; in the order
+# the help lists them (OneLineErrorParser.format_help).
 TRAINING_USAGE = """%(prog)s [-h] [--config CONFIG] [--print_config]
     [--model.* ...] [--data.* ...] [--checkpoint.* ...] [--early_stopping.* ...]
-    [--trainer.* ...] [--ckpt_path CKPT_PATH]"""
+    [--ckpt_path CKPT_PATH]{fit_only} [--trainer.* ...]"""
 
 
 def training_help(command: str) -> dict[str, str]:
@@ -47,13 +54,15 @@ def training_help(command: str) -> dict[str, str]:
     summary = TRAINING_COMMANDS[command]
     families = ", ".join(family.__name__ for family in MODEL_FAMILIES)
     description = (
-        f"{summary[0].upper()}{summary[1:]}. The toolkit's own options follow Lightning's "
-        f"--trainer.* ones: --model.* (the task; --model.model is the model family, one of "
-        f"{families}: `seq2seq {command} --model.model.help NAME` shows its options), "
-        "--data.* (the data and vocabulary), --checkpoint.* and --early_stopping.* (both "
-        "on validation BLEU)."
+        f"{summary[0].upper()}{summary[1:]}. The toolkit's own options come first: "
+        f"--model.* (the task; --model.model is the model family, one of {families}: "
+        f"`seq2seq {command} --model.model.help NAME` shows its options), --data.* (the data "
+        "and vocabulary), --checkpoint.* and --early_stopping.* (both on validation BLEU), "
+        "--ckpt_path; Lightning's Trainer options (--trainer.*: devices, precision, "
+        "max_epochs, max_time, ...) come last."
     )
-    return {"description": description, "usage": TRAINING_USAGE}
+    fit_only = f" [{REPLACE_OPTION}]" if command == "fit" else ""
+    return {"description": description, "usage": TRAINING_USAGE.format(fit_only=fit_only)}
 
 
 class ConfigIntoCheckpoint(SaveConfigCallback):
@@ -75,7 +84,17 @@ def default_loggers(root: str, tensorboard: bool, claim: bool) -> list[Logger]:
 
 
 class OneLineErrorParser(LightningArgumentParser):
-    """Reports a config or command-line mistake in one line, not after a screen of usage."""
+    """Reports a config or command-line mistake in one line, not after a screen of usage,
+    and lists Lightning's --trainer.* options last in its help."""
+
+    def format_help(self) -> str:
+        """The help, with the Trainer's 250 options after the toolkit's own, so that
+        --model.* and --data.* come on the first screens."""
+        trainer = (self.groups or {}).get("trainer")
+        if trainer in self._action_groups:  # argparse lists its groups in this order
+            self._action_groups.remove(trainer)
+            self._action_groups.append(trainer)
+        return super().format_help()
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:  # a parser used internally: jsonargparse handles the error
@@ -93,6 +112,29 @@ def _is_model_checkpoint(callback: Any) -> bool:
         return issubclass(getattr(importlib.import_module(module), name), ModelCheckpoint)
     except (ImportError, AttributeError, TypeError, ValueError):
         return False
+
+
+def place_checkpoints(settings: Any) -> list[Path]:
+    """Put every checkpoint callback of a parsed config (``settings``: one subcommand's)
+    that names no folder of its own into the run's checkpoint folder (``recent-*.ckpt``
+    beside the others, not per log version), and save them after validation only, as
+    the checkpoint block does (never for an epoch cut short). The run's checkpoint
+    folders, its own first."""
+    folder = checkpoint_dir(
+        settings.get("trainer.default_root_dir"), settings.get("checkpoint.dirpath")
+    )
+    settings["checkpoint.dirpath"] = str(folder)
+    folders = [folder]
+    for callback in settings.get("trainer.callbacks") or []:
+        options = getattr(callback, "init_args", None)
+        if not (_is_model_checkpoint(callback) and options):
+            continue
+        if not options.get("dirpath"):
+            options["dirpath"] = str(folder)
+        if options.get("save_on_train_epoch_end") is None:
+            options["save_on_train_epoch_end"] = False
+        folders.append(Path(options["dirpath"]))
+    return folders
 
 
 class Seq2SeqCLI(LightningCLI):
@@ -128,35 +170,49 @@ class Seq2SeqCLI(LightningCLI):
             }
         )
 
+    def _prepare_subcommand_parser(
+        self, klass: type, subcommand: str, **kwargs: Any
+    ) -> LightningArgumentParser:
+        """Lightning's parser of ``subcommand`` (LightningCLI has no public hook for one
+        subcommand's options); ``fit``'s also takes --replace_checkpoints."""
+        parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+        if subcommand == "fit":
+            parser.add_argument(
+                REPLACE_OPTION,
+                action="store_true",
+                help="Start a new run in a checkpoint folder that holds another run's "
+                "checkpoints, deleting them (without it, fit refuses; --ckpt_path last "
+                "continues that run instead).",
+            )
+        return parser
+
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """The parsed config, with the checkpoints placed in the run's own folder and
         ``--ckpt_path last`` turned into the newest last checkpoint there (or an error: there
         is nothing to resume). A checkpoint to resume from is read through
         ``read_checkpoint`` here, before Lightning reads it with a bare torch.load, so that
-        a bad file is a CheckpointError, not a traceback."""
+        a bad file is a CheckpointError, not a traceback. A ``fit`` that would write over
+        the checkpoints of another run is refused here, before any data are prepared."""
         super().parse_arguments(parser, args)
+        self.checkpoints_to_replace: list[Path] = []
         subcommand = self.config.get("subcommand")
-        settings = self.config[subcommand] if subcommand else {}
+        if not subcommand:
+            return
+        settings = self.config[subcommand]
+        root = settings.get("trainer.default_root_dir")
+        folders = place_checkpoints(settings)
         ckpt_path = settings.get("ckpt_path")
-        if subcommand:
-            root = settings.get("trainer.default_root_dir")
-            folder = checkpoint_dir(root, settings.get("checkpoint.dirpath"))
-            settings["checkpoint.dirpath"] = str(folder)
-            for callback in settings.get("trainer.callbacks") or []:  # e.g. recent-*.ckpt
-                options = getattr(callback, "init_args", None)
-                if not (_is_model_checkpoint(callback) and options):
-                    continue
-                if not options.get("dirpath"):
-                    options["dirpath"] = str(folder)  # beside the run's others, not per version
-                if options.get("save_on_train_epoch_end") is None:
-                    # as the checkpoint block: after validation, never for an epoch cut short
-                    options["save_on_train_epoch_end"] = False
-            if ckpt_path == "last":
-                ckpt_path = settings["ckpt_path"] = str(checkpoint_to_resume(folder, root))
-        if ckpt_path and Path(ckpt_path).is_file():
-            step = read_checkpoint(ckpt_path).get("global_step")
-            if subcommand == "fit":
-                print(f"seq2seq: resuming from {ckpt_path} at step {step}", file=sys.stderr)
+        if ckpt_path == "last":
+            ckpt_path = settings["ckpt_path"] = str(checkpoint_to_resume(folders[0], root))
+        resumed = ckpt_path and Path(ckpt_path).is_file()
+        step = read_checkpoint(ckpt_path).get("global_step") if resumed else None
+        if subcommand != "fit":
+            return
+        replace = settings.pop("replace_checkpoints")  # a saved config must not carry it
+        if not settings.get("trainer.fast_dev_run"):  # a smoke run writes no checkpoint
+            self.checkpoints_to_replace = check_new_run(folders, root, ckpt_path, replace)
+        if resumed:
+            print(f"seq2seq: resuming from {ckpt_path} at step {step}", file=sys.stderr)
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer; for ``fit``, with the checkpoint folder locked (by global rank 0,
@@ -169,6 +225,7 @@ class Seq2SeqCLI(LightningCLI):
         if self.subcommand == "fit" and trainer.is_global_zero:
             run_lock = next(c for c in trainer.callbacks if isinstance(c, RunLock))
             run_lock.acquire(self._get(self.config, "checkpoint.dirpath"))
+            remove_checkpoints(self.checkpoints_to_replace)  # the lock is ours: no run uses them
         if default_logging:  # CSV (+ TensorBoard)
             root = trainer_config.get("default_root_dir") or "."
             tensorboard = importlib.util.find_spec("tensorboard") is not None
@@ -185,33 +242,35 @@ def run_lightning(args: list[str] | None) -> None:
     """Lightning's CLI on ``args`` (None: the process's own command line)."""
     quiet_lightning()
     bound_collective_waits()
-    Seq2SeqCLI(
-        TranslationTask,
-        TranslationDataModule,
-        save_config_callback=ConfigIntoCheckpoint,
-        save_config_kwargs={"overwrite": True},
-        # The bucketed batch sampler shards batches across processes itself.
-        trainer_defaults={
-            "use_distributed_sampler": False,
-            "plugins": [{"class_path": "seq2seq.checkpoint_io.SafeCheckpointIO"}],
-            # logs train|items_per_sec: real target tokens per second
-            "callbacks": [
-                ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20),
-                GracefulStop(),
-                RunLock(),
-                FitSummary(),  # checkpoints, best val BLEU and wall time, in one line
-            ],
-            # Lightning's table measures FLOPs only with an example input (it would show 0);
-            # FitSummary logs the parameter count instead
-            "enable_model_summary": False,
-        },
-        seed_everything_default=1,
-        parser_kwargs={
-            "prog": "seq2seq",
-            "description": DESCRIPTION,
-            **{command: training_help(command) for command in Seq2SeqCLI.subcommands()},
-        },
-        parser_class=OneLineErrorParser,
-        args=args,
-        auto_configure_optimizers=False,
-    )
+    with PreparationStop() as preparation_stop:  # signals until the data are ready
+        Seq2SeqCLI(
+            TranslationTask,
+            TranslationDataModule,
+            save_config_callback=ConfigIntoCheckpoint,
+            save_config_kwargs={"overwrite": True},
+            # The bucketed batch sampler shards batches across processes itself.
+            trainer_defaults={
+                "use_distributed_sampler": False,
+                "plugins": [{"class_path": "seq2seq.checkpoint_io.SafeCheckpointIO"}],
+                # logs train|items_per_sec: real target tokens per second
+                "callbacks": [
+                    ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20),
+                    preparation_stop,
+                    GracefulStop(),
+                    RunLock(),
+                    FitSummary(),  # checkpoints, best val BLEU and wall time, in one line
+                ],
+                # Lightning's table measures FLOPs only with an example input (it would show 0);
+                # FitSummary logs the parameter count instead
+                "enable_model_summary": False,
+            },
+            seed_everything_default=1,
+            parser_kwargs={
+                "prog": "seq2seq",
+                "description": DESCRIPTION,
+                **{command: training_help(command) for command in Seq2SeqCLI.subcommands()},
+            },
+            parser_class=OneLineErrorParser,
+            args=args,
+            auto_configure_optimizers=False,
+        )

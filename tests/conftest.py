@@ -71,6 +71,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+# Folders that the tools running the tests write into; any other file of the checkout, ignored
+# by git or not (runs/, data/ and their caches included), is the tests' to leave alone.
+TOOL_FOLDERS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache"}
+
+
+def checkout_files() -> dict[str, tuple[int, int]]:
+    """Every file and folder under the repository root, but in TOOL_FOLDERS, by path: a
+    file's (size, mtime in ns), a folder's (-1, -1) (its mtime follows the tools' writes).
+    Links are listed, not followed (``data/multi30k`` may link to a corpus)."""
+    files = {}
+    for folder, subfolders, names in os.walk(REPO_ROOT):
+        subfolders[:] = [name for name in subfolders if name not in TOOL_FOLDERS]
+        for name in [*names, *subfolders]:
+            path = Path(folder, name)
+            stat = path.lstat()
+            entry = (-1, -1) if path.is_dir() and not path.is_symlink() else None
+            files[str(path.relative_to(REPO_ROOT))] = entry or (stat.st_size, stat.st_mtime_ns)
+    return files
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_unchanged() -> Iterator[None]:
+    """The test session writes only under temporary folders: a file of the checkout that it
+    created, changed or removed fails the session (at the teardown of its last test)."""
+    before = checkout_files()
+    yield
+    after = checkout_files()
+    changed = sorted(
+        path for path in before.keys() | after.keys() if before.get(path) != after.get(path)
+    )
+    assert not changed, f"the tests wrote into the checkout ({len(changed)} files): {changed[:20]}"
+
+
 @pytest.fixture(scope="session")
 def multi30k_dir() -> Path:
     """The Multi30k corpus: $MULTI30K_DIR, else ../shared/data/multi30k beside the repo."""

@@ -149,6 +149,21 @@ def test_fit_help_describes_every_option_of_the_task_and_the_data(fit_help):
 
 
 @pytest.mark.slow  # `seq2seq fit --help` in a child process
+def test_fit_help_lists_the_toolkits_options_before_lightnings(fit_help):
+    """Lightning's Trainer has some 250 lines of options: they come last, and the
+    description says so, so that --model.* and --data.* are on the first screen."""
+    description = " ".join(fit_help.split("\noptions:", 1)[0].split())
+    assert "Lightning's Trainer options (--trainer.*" in description and "come last" in description
+    options = list(option_help(fit_help))
+    ours = ("--model", "--data", "--checkpoint", "--early_stopping", "--ckpt_path", "--replace")
+    first_trainer = next(i for i, option in enumerate(options) if option.startswith("--trainer"))
+    assert max(i for i, option in enumerate(options) if option.startswith(ours)) < first_trainer
+    assert all(option.startswith("--trainer") for option in options[first_trainer:])
+    assert {"--trainer.max_epochs", "--trainer.devices"} <= set(options)  # all still there
+    assert "--model.model" in "\n".join(fit_help.splitlines()[:60])
+
+
+@pytest.mark.slow  # `seq2seq fit --help` in a child process
 def test_fit_help_lists_every_model_family(fit_help):
     families = {cls.__name__ for cls in concrete_subclasses(EncoderDecoder)}
     assert {"RNNSeq2Seq", "Transformer"} <= families

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -271,3 +272,78 @@ def test_every_checkpoint_callback_writes_into_the_runs_checkpoint_folder(traine
     recent = sorted(p.name for p in (tmp_path / "run/checkpoints").glob("recent-*.ckpt"))
     assert recent == ["recent-epoch00.ckpt", "recent-epoch01.ckpt"]
     assert not list((tmp_path / "run/logs").glob("version_*/checkpoints"))
+
+
+# -- a new run in a folder that holds one ------------------------------------------------------
+@pytest.fixture(scope="module")
+def one_run(corpus, tmp_path_factory) -> Path:
+    """A run of the shipped layout trained for one epoch: its root (``run/``)."""
+    folder = tmp_path_factory.mktemp("one-run")
+    main(["fit", "--config", str(shipped_copy(folder, corpus)), "--trainer.max_epochs", "1"])
+    return folder / "run"
+
+
+def held_by(folder: Path) -> dict[str, bytes]:
+    """The checkpoints in ``folder``, by name, with their content."""
+    return {path.name: path.read_bytes() for path in sorted(folder.glob("*.ckpt"))}
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """main(args) in this process, which exits: (exit status, stderr)."""
+    with pytest.raises(SystemExit) as stopped:
+        main(args)
+    return stopped.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("resuming", ["nothing", "another run's checkpoint"])
+def test_a_new_fit_into_a_folder_holding_a_run_is_refused_before_any_work(
+    corpus, one_run, tmp_path, capsys, resuming
+):
+    config = shipped_copy(tmp_path, corpus)
+    folder = shutil.copytree(one_run, tmp_path / "run") / "checkpoints"
+    held = held_by(folder)
+    last_ckpt = folder / "last.ckpt"
+    saved = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_ckpt.stat().st_mtime))
+    step = torch.load(last_ckpt, weights_only=True)["global_step"]
+    unused_cache = tmp_path / "unused-cache"
+    args = ["fit", "--config", str(config), "--data.cache_dir", str(unused_cache)]
+    if resuming != "nothing":  # the same step as the folder's own: only the folder tells
+        args += ["--ckpt_path", str(one_run / "checkpoints/last.ckpt")]
+    status, err = run_main(args, capsys)
+    assert status == 2
+    [line] = err.splitlines()
+    assert line.startswith(
+        f"seq2seq: error: {folder} holds the checkpoints of another run "
+        f"(last.ckpt: step {step}, saved {saved}); continue that run with --ckpt_path last, "
+        "train into another folder with --trainer.default_root_dir DIR, or delete its "
+        "checkpoints and start over with --replace_checkpoints"
+    ), line
+    assert held_by(folder) == held
+    assert not unused_cache.exists()  # refused before any data were read
+    assert [p.name for p in (tmp_path / "run/logs").iterdir()] == ["version_0"]
+
+
+def test_replace_checkpoints_deletes_the_held_run_and_trains_anew(
+    corpus, one_run, tmp_path, capsys
+):
+    config = shipped_copy(tmp_path, corpus)
+    folder = shutil.copytree(one_run, tmp_path / "run") / "checkpoints"
+    replaced = held_by(folder)
+    main(["fit", "--config", str(config), "--replace_checkpoints", "--trainer.max_steps", "2"])
+    err = capsys.readouterr().err
+    deleted = f"--replace_checkpoints: deleted the {len(replaced)} checkpoints of the earlier run"
+    assert f"{deleted} in {folder}" in err
+    assert list(held_by(folder)) == ["last.ckpt"]  # stopped at step 2, before any validation
+    new = last(tmp_path)
+    assert new["global_step"] == 2
+    assert "replace_checkpoints" not in yaml.safe_load(new["seq2seq"]["config"])  # nor a copy
+
+
+def test_a_smoke_run_leaves_the_checkpoints_of_the_folder_as_they_were(corpus, one_run, tmp_path):
+    """fast_dev_run checkpoints nothing (Lightning wrote last.ckpt at its end, as last-v1.ckpt
+    beside a run's own, which --ckpt_path last then took for the newest)."""
+    config = shipped_copy(tmp_path, corpus)
+    folder = shutil.copytree(one_run, tmp_path / "run") / "checkpoints"
+    held = held_by(folder)
+    main(["fit", "--config", str(config), "--trainer.fast_dev_run", "1"])
+    assert held_by(folder) == held

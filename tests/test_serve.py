@@ -24,6 +24,7 @@ from tiny_run import run_seq2seq
 
 import seq2seq
 from seq2seq.inspection.words import words
+from seq2seq.serve.command import model_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 needs_serve_extra = pytest.mark.skipif(
@@ -131,12 +132,43 @@ def test_health(server, trained_run):
     assert status == 200
     assert answer["model_loaded"] is True
     assert answer["version"] == seq2seq.__version__
-    assert answer["checkpoints"] == [str(trained_run["ckpt"])]
+    assert answer["model"] == "run"  # the run folder of run/checkpoints/last.ckpt
     assert (answer["src_lang"], answer["tgt_lang"]) == ("en", "de")
     before = answer["batches"]
     assert request(server.url + "/translate", {"text": ["one"]})[0] == 200
     after = request(server.url + "/health")[1]
     assert after["batches"] == before + 1 and after["sentences_per_batch"] >= 1
+
+
+@needs_serve_extra
+def test_no_answer_shows_a_path_of_the_servers_disk(server, trained_run):
+    with urllib.request.urlopen(server.url + "/", timeout=REQUEST_SECONDS) as response:
+        page = response.read().decode()
+    assert "<title>seq2seq: run</title>" in page
+    body = {"text": ["twenty-one"], "alignment": True, "attention": True}
+    answers = [
+        page,
+        json.dumps(request(server.url + "/health")),
+        json.dumps(request(server.url + "/translate", body)),
+        json.dumps(request(server.url + "/translate", {"text": ["x" * 201]})),  # refused
+    ]
+    checkpoint = Path(trained_run["ckpt"]).resolve()
+    folders = [*checkpoint.parents][:-1]  # every folder above the checkpoint but /
+    for path in {checkpoint, *folders, REPO_ROOT, Path.cwd(), Path.home()}:
+        assert not [answer for answer in answers if str(path) in answer], path
+
+
+@pytest.mark.parametrize(
+    ("checkpoints", "name"),
+    [
+        (["runs/multi30k-en-de-transformer/checkpoints/last.ckpt"], "multi30k-en-de-transformer"),
+        (["/srv/models/old/logs/version_3/checkpoints/best.ckpt"], "old"),
+        (["/home/someone/average.ckpt"], "average"),
+        (["a/checkpoints/last.ckpt", "b/checkpoints/last.ckpt"], "a + b"),
+    ],
+)
+def test_a_served_model_is_named_after_its_run_folder(checkpoints, name):
+    assert model_name(checkpoints) == name
 
 
 def _lines(trained_run, n: int) -> list[str]:

@@ -2,7 +2,8 @@
 
 Workers are forked (spawned where fork does not exist): a spawned worker would import the
 caller's main module again, which breaks scripts without a ``__main__`` guard. They
-receive the models once, as bytes, and run nothing but SentencePiece and NumPy.
+receive the models once, as bytes, and run nothing but SentencePiece and NumPy; they ignore
+Ctrl-C, which the parent takes, and end on the SIGTERM it sends.
 Batches go out and come back in order, at most ``2 * processes`` in flight, so memory is
 bounded by the batch size, not the corpus. A batch comes back as flat int32 arrays:
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import multiprocessing.pool
+import signal
 from collections import deque
 from collections.abc import Iterable, Iterator
 from types import TracebackType
@@ -41,8 +43,16 @@ def encode_pairs(
     return (*_flat(src.encode(pairs[0])), *_flat(tgt.encode(pairs[1])))
 
 
+def leave_signals_to_the_parent() -> None:
+    """In a worker: ignore SIGINT (a terminal sends Ctrl-C to every process of the group;
+    the parent takes it and ends the workers), and let SIGTERM end it (the default)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _start_worker(src_model: bytes, tgt_model: bytes) -> None:
     global _worker_models
+    leave_signals_to_the_parent()  # Ctrl-C stops the parent, which ends the workers
     _worker_models = (
         spm.SentencePieceProcessor(model_proto=src_model),
         spm.SentencePieceProcessor(model_proto=tgt_model),

@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -56,12 +56,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 @dataclass(frozen=True)
 class ServerOptions:
     """How the server takes requests: their limits, how many may be in flight at once,
-    how long the batcher waits for more, and the checkpoints (as /health reports them)."""
+    how long the batcher waits for more, and the model's name (the page's title, in
+    /health: never a path of the server's disk)."""
 
     limits: Limits
     max_concurrent: int
     batch_wait_s: float
-    checkpoints: Sequence[str]
+    model: str
 
 
 def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
@@ -108,7 +109,8 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
             results = await batcher.submit(key, sentences, size)
         except Exception as error:
             log.exception("translating a request failed")
-            message = f"translating failed: {type(error).__name__}: {error}"
+            # not the error's text, which may name the server's files: the log has it
+            message = f"translating failed ({type(error).__name__}); see the server's log"
             raise HTTPException(500, message) from error
         finally:
             in_flight -= 1
@@ -116,7 +118,7 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
 
     layers, heads = (1, 1, *head_axes(engine.trained))[-2:]  # () (H,) (L, H) -> L, H
     page = live_page(
-        f"seq2seq: {' + '.join(options.checkpoints)}", layers, heads,
+        f"seq2seq: {options.model}", layers, heads,
         options.limits.default_beam, options.limits.max_beam,
     )  # fmt: skip
 
@@ -133,7 +135,7 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
             status="ok",
             model_loaded=True,
             version=__version__,
-            checkpoints=list(options.checkpoints),
+            model=options.model,
             src_lang=trained.src_lang,
             tgt_lang=trained.tgt_lang,
             in_flight=in_flight,

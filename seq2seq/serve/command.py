@@ -6,6 +6,7 @@ one line which package of the ``serve`` extra is missing.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from seq2seq.checkpoint import check_checkpoint_path
@@ -15,6 +16,22 @@ from seq2seq.ensemble import load_ensemble
 from seq2seq.errors import Seq2SeqError
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
+
+
+def model_name(checkpoints: list[str]) -> str:
+    """What the server calls a model it was given as ``checkpoints``, without their paths:
+    each one's run folder (``runs/NAME/checkpoints/last.ckpt``, or an older run's
+    ``runs/NAME/logs/version_0/checkpoints/last.ckpt``: NAME), else its file name without
+    ``.ckpt``; an ensemble's members joined by `` + ``."""
+    names = []
+    for checkpoint in map(Path, checkpoints):
+        folder = checkpoint.absolute().parent
+        if folder.name != "checkpoints":
+            names.append(checkpoint.stem)
+            continue
+        run = folder.parent
+        names.append((run.parent.parent if run.parent.name == "logs" else run).name)
+    return " + ".join(names)
 
 
 @command
@@ -29,6 +46,7 @@ def serve(
     max_sentences: Annotated[int, Range(1)] = 64,
     max_chars: Annotated[int, Range(1)] = 1000,
     max_concurrent: Annotated[int, Range(1)] = 256,
+    name: str | None = None,
 ) -> None:
     """Serve translations, alignments and attention over HTTP.
 
@@ -51,6 +69,9 @@ def serve(
         max_sentences: sentences per request
         max_chars: characters per sentence
         max_concurrent: requests in flight at once; more are refused (503)
+        name: the model's name on the page and in /health (default: each --ckpt's run
+            folder, NAME for runs/NAME/checkpoints/last.ckpt; no path of the server's
+            disk is shown)
     """
     try:
         from seq2seq.serve.app import ServerOptions, serve_forever
@@ -72,5 +93,5 @@ def serve(
     engine = Engine(trained, search_settings(decode, trained.search), decode.max_tokens,
                     decode.max_source_len)  # fmt: skip
     limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
-    options = ServerOptions(limits, max_concurrent, batch_wait_ms / 1000, ckpt)
+    options = ServerOptions(limits, max_concurrent, batch_wait_ms / 1000, name or model_name(ckpt))
     serve_forever(engine, options, host, port)

@@ -111,7 +111,7 @@ class Health(BaseModel):
     status: str
     model_loaded: bool
     version: str
-    checkpoints: list[str]
+    model: str = Field(description="the model's name: --name, else its run folder's")
     src_lang: str | None
     tgt_lang: str | None
     in_flight: int = Field(description="/translate requests being answered now")

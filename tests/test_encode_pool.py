@@ -1,0 +1,30 @@
+"""Encoding sentence pairs on worker processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+from seq2seq.data.encode_pool import EncodePool
+from seq2seq.tokenizer import Tokenizer, VocabSettings
+
+SENTENCES = ["the dog runs", "a small cat sits", "on the red house", "under a big blue street"]
+
+
+def test_workers_leave_ctrl_c_to_the_parent():
+    """A terminal's Ctrl-C reaches every process of the group: the workers go on (no
+    traceback of theirs), and the parent, which takes the signal, ends them."""
+    model = Tokenizer.train(SENTENCES * 10, VocabSettings(vocab_size=300)).to_bytes()
+    batch = (["the dog sits"], ["a red cat"])
+    with EncodePool(model, model, processes=2) as pool:
+        expected = list(pool.encode([batch]))
+        workers = multiprocessing.active_children()
+        assert len(workers) == 2
+        for worker in workers:
+            os.kill(worker.pid, signal.SIGINT)
+        time.sleep(1)
+        assert all(worker.is_alive() for worker in workers)
+        [encoded] = pool.encode([batch])
+    assert [a.tolist() for a in encoded] == [a.tolist() for a in expected[0]]
