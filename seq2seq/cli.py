@@ -23,6 +23,7 @@ from jsonargparse import ArgumentParser
 import seq2seq.translate_commands  # noqa: F401
 import seq2seq.checkpoint_commands  # noqa: F401
 import seq2seq.corpus_command  # noqa: F401
+import seq2seq.distill_command  # noqa: F401
 import seq2seq.attention_commands  # noqa: F401
 import seq2seq.serve.command  # noqa: F401
 
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> None:
             run_lightning(argv)
         else:
             run_command(args)
+    except UsageError as error:  # from fit, validate or test: run_command reports its own
+        print_usage_error(str(error), f"seq2seq {args[0]}")
+        sys.exit(2)
     except Seq2SeqError as error:
         print(f"seq2seq: error: {error}", file=sys.stderr)
         sys.exit(1)
