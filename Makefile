@@ -17,7 +17,7 @@ DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
 	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines \
-	bench-serve profile-search profile-engines
+	bench-serve profile-search profile-engines gpu-wheels gpu-check
 
 install: $(STAMP)
 
@@ -154,6 +154,34 @@ bench-serve: $(STAMP) multi30k
 	@test -n "$(SERVE_CKPT)" || { echo "give SERVE_CKPT=... (a checkpoint to serve)"; exit 1; }
 	$(RUN_PY) scripts/bench_serve.py --ckpt $(SERVE_CKPT) --src data/multi30k/test_2016_flickr.en.gz \
 	  --seconds $(SERVE_SECONDS) --serve-args "$(SERVE_ARGS)" --out $(BENCH)/serve.json
+
+# The GPU check (scripts/gpu_check.py; not part of `make bench`). Here, beforehand:
+# `make gpu-wheels` downloads pure-Python wheels of the packages the lent GPU machine lacks
+# (the versions installed here) into GPU_WHEELS, about 14 MB. There, with GPU_WHEELS carried:
+# `make gpu-check` installs them and seq2seq without dependencies into that machine's own
+# Python and PyTorch, and runs the check (at most about 8 minutes).
+GPU_WHEELS := .gpu-wheels
+GPU_PACKAGES := datasets dill multiprocess jsonargparse docstring_parser typeshed_client \
+	sacremoses num2words babel
+GPU_SITE := /tmp/gpu-site
+GPU_CHECK_OUT ?= runs/gpu-check
+
+gpu-wheels: $(STAMP)
+	rm -rf $(GPU_WHEELS)
+	$(BIN)/pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+	  --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 -d $(GPU_WHEELS) \
+	  $$($(BIN)/python -c "import importlib.metadata as m; \
+	    print(*(f'{p}=={m.version(p)}' for p in '$(GPU_PACKAGES)'.split()))")
+	du -ch $(GPU_WHEELS)/*.whl | tail -n 1
+
+gpu-check:
+	python3 -m pip install --quiet --no-index --no-deps --no-compile --target $(GPU_SITE) \
+	  $(GPU_WHEELS)/*.whl
+	python3 -m pip install --quiet --no-index --no-deps --no-build-isolation -e . \
+	  || echo "gpu-check: seq2seq is imported from this folder (PYTHONPATH)"
+	mkdir -p $(GPU_CHECK_OUT)
+	set -o pipefail; PYTHONPATH=$(GPU_SITE):$(CURDIR) PYTHONUNBUFFERED=1 \
+	  python3 scripts/gpu_check.py --out $(GPU_CHECK_OUT) 2>&1 | tee $(GPU_CHECK_OUT)/gpu_check.log
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

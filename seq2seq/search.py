@@ -4,6 +4,11 @@ Both drop a sentence from the batch as soon as it is finished, so the remaining
 sentences run on a smaller state; beam search's first step runs one row per sentence
 (all K beams would be the same), not K. Shapes: B sentences, K beam size, V vocabulary,
 S source length, A sentences still active.
+
+On a GPU the search waits for the device once per step: the bookkeeping (which sentence
+each row is, length limits, finished hypotheses) lives on the host, and a step reads back
+only which rows ended (a GPU step's one host synchronisation), then, when some did, their
+tokens and scores in one read each.
 """
 
 from __future__ import annotations
@@ -121,13 +126,15 @@ def translate_batch(
     return _beam(model, state, src_lens, max_lens, K, alpha, n_best, return_attention)
 
 
-def _force_eos(logprobs: Tensor, rows: Tensor, eos_id: int) -> Tensor:
-    """Only EOS (at its own log-probability) remains possible in ``rows`` (bool [N]) of [N, V].
+def _force_eos(logprobs: Tensor, at_limit: list[bool], beams: int, eos_id: int) -> Tensor:
+    """Only EOS (at its own log-probability) remains possible in the rows of [N, V] whose
+    sentence is ``at_limit`` (one flag per sentence, each with ``beams`` consecutive rows).
 
     In place: ``logprobs`` is the step's own output. Most steps have no such row and
     touch nothing (a masked copy of [N, V] was a tenth of beam search's time).
     """
-    if bool(rows.any()):
+    if any(at_limit):
+        rows = torch.tensor(at_limit, device=logprobs.device).repeat_interleave(beams)
         eos_logprobs = logprobs[rows, eos_id]
         logprobs[rows] = float("-inf")
         logprobs[rows, eos_id] = eos_logprobs
@@ -176,37 +183,40 @@ def _greedy(
     alpha: float,
     keep_attn: bool,
 ) -> list[Hypothesis]:
-    B, eos = src_lens.size(0), model.vocab.eos_id
-    active = torch.arange(B, device=src_lens.device)  # original index of each row
-    prev = torch.full((B,), model.vocab.bos_id, dtype=torch.long, device=src_lens.device)
+    B, eos, device = src_lens.size(0), model.vocab.eos_id, src_lens.device
+    limits, lengths = max_lens.tolist(), src_lens.tolist()
+    active = list(range(B))  # original index of each row
+    prev = torch.full((B,), model.vocab.bos_id, dtype=torch.long, device=device)
     tokens = prev.new_zeros(B, 0)
-    logprob = torch.zeros(B, device=src_lens.device)
+    logprob = torch.zeros(B, device=device)
     trail = AttentionTrail() if keep_attn else None
     parents: Tensor | None = None  # rows of the step before, when they changed
     results: list[Hypothesis | None] = [None] * B
     t = 0
-    while active.numel():
+    while active:
         logprobs, state, attn = model.step(prev, state, need_weights=keep_attn)
-        logprobs = _force_eos(logprobs, max_lens[active] <= t, eos)
+        logprobs = _force_eos(logprobs, [limits[i] <= t for i in active], 1, eos)
         best, prev = logprobs.max(dim=-1)
         logprob = logprob + best
         if trail is not None:
             trail.add(attn, parents)
-        done = prev == eos
-        for row in done.nonzero().flatten().tolist():
-            i = int(active[row])
-            results[i] = Hypothesis(
-                tokens=tokens[row].tolist(),
-                score=float(logprob[row]) / length_penalty(t + 1, alpha),
-                logprob=float(logprob[row]),
-            )
-            if trail is not None:
-                trail.end(row, results[i], int(src_lens[i]))
+        done = (prev == eos).nonzero().flatten()  # the step's one wait for the device
+        ended = done.tolist()
+        if ended:
+            ended_tokens, ended_logprobs = tokens[done].tolist(), logprob[done].tolist()
+            for row, row_tokens, total in zip(ended, ended_tokens, ended_logprobs, strict=True):
+                i = active[row]
+                results[i] = Hypothesis(row_tokens, total / length_penalty(t + 1, alpha), total)
+                if trail is not None:
+                    trail.end(row, results[i], lengths[i])
         tokens = torch.cat([tokens, prev.unsqueeze(1)], dim=1)
         parents = None
-        if done.any():
-            keep = (~done).nonzero().flatten()
-            active, prev, tokens, logprob = active[keep], prev[keep], tokens[keep], logprob[keep]
+        if ended:
+            gone = set(ended)
+            kept = [row for row in range(len(active)) if row not in gone]
+            keep = torch.tensor(kept, dtype=torch.long, device=device)
+            active = [active[row] for row in kept]
+            prev, tokens, logprob = prev[keep], tokens[keep], logprob[keep]
             state = state.select(keep)
             parents = keep
         t += 1
@@ -226,22 +236,22 @@ def _beam(
     keep_attn: bool,
 ) -> list[list[Hypothesis]]:
     B, eos, device = src_lens.size(0), model.vocab.eos_id, src_lens.device
+    limits, lengths = max_lens.tolist(), src_lens.tolist()
     # All K beams would start identical: the first step runs one row per sentence, and the
     # choice of its best candidates expands the state to (up to) K rows.
     scores = torch.zeros(B, 1, device=device)  # [A, beams]
-    active = torch.arange(B, device=device)
+    active = list(range(B))  # original index of each sentence
     prev = torch.full((B,), model.vocab.bos_id, dtype=torch.long, device=device)
     tokens = prev.new_zeros(B, 0)
     trail = AttentionTrail() if keep_attn else None
     parents: Tensor | None = None  # rows of the step before
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    n_finished = torch.zeros(B, dtype=torch.long, device=device)  # len(finished[i])
     t = 0
-    while active.numel():
+    while active:
         A, beams = scores.shape  # beams: 1 on the first step, then K (fewer: a tiny vocabulary)
         logprobs, state, attn = model.step(prev, state, need_weights=keep_attn)  # [A*beams, V]
-        at_limit = max_lens[active] <= t  # [A]
-        logprobs = _force_eos(logprobs, at_limit.repeat_interleave(beams), eos)
+        at_limit = [limits[i] <= t for i in active]  # [A]
+        logprobs = _force_eos(logprobs, at_limit, beams, eos)
         V = logprobs.size(-1)
         C = min(2 * K, beams * V)  # candidates: 2K, unless the beams have fewer continuations
         cand_scores, cand_ids = best_continuations(logprobs, scores, C)  # [A, C]
@@ -254,22 +264,27 @@ def _beam(
         is_eos = token == eos
         finishing = is_eos & (torch.arange(C, device=device) < K) & cand_scores.isfinite()
         penalty = length_penalty(t + 1, alpha)
-        for a, c in finishing.nonzero().tolist():
-            i, row = int(active[a]), int(rows[a, c])
-            total = float(cand_scores[a, c])
-            hypothesis = Hypothesis(tokens[row].tolist(), score=total / penalty, logprob=total)
-            finished[i].append(hypothesis)
-            if trail is not None:
-                trail.end(row, hypothesis, int(src_lens[i]))
+        ends = finishing.nonzero()  # [E, 2]: (a, c); the step's one wait for the device
+        if ends.numel():
+            a_of, c_of = ends.unbind(1)
+            end_rows = rows[a_of, c_of]  # [E]
+            # per hypothesis: its sentence's row a, its row, its tokens; in one read
+            ids = torch.cat([ends[:, :1], end_rows.unsqueeze(1), tokens[end_rows]], dim=1)
+            totals = cand_scores[a_of, c_of].tolist()
+            for (a, row, *row_tokens), total in zip(ids.tolist(), totals, strict=True):
+                hypothesis = Hypothesis(row_tokens, score=total / penalty, logprob=total)
+                finished[active[a]].append(hypothesis)
+                if trail is not None:
+                    trail.end(row, hypothesis, lengths[active[a]])
         # Sentences with K finished hypotheses or at their length limit leave the batch.
-        n_finished[active] += finishing.sum(dim=1)
-        keep = ((n_finished[active] < K) & ~at_limit).nonzero().flatten()  # [A']
+        kept = [a for a in range(A) if len(finished[active[a]]) < K and not at_limit[a]]
+        keep = torch.tensor(kept, dtype=torch.long, device=device)  # [A']
         # The others continue with their K best candidates that are not EOS (each beam gives
         # at most one EOS, so C - beams are not): one selection of the state's rows per
         # step, for reordering and dropping alike.
         width = min(K, C - beams)
         order = (torch.arange(C, device=device) + is_eos[keep] * C).argsort(dim=1)[:, :width]
-        active, scores = active[keep], cand_scores[keep].gather(1, order)  # [A', width]
+        active, scores = [active[a] for a in kept], cand_scores[keep].gather(1, order)
         chosen_rows = rows[keep].gather(1, order).flatten()  # [A'*width]
         prev = token[keep].gather(1, order).flatten()
         tokens = torch.cat([tokens[chosen_rows], prev.unsqueeze(1)], dim=1)

@@ -155,8 +155,9 @@ def _translate_chunk(
     return_attention: bool = False,
 ) -> list[Translation]:
     """The translations of ``lines`` (``src_ids``: their pieces, already cut, see
-    ``cut_source``) in their order, batched by length."""
+    ``cut_source``) in their order, batched by length, on the device of the model."""
     vocab = trained.vocab
+    device = next(trained.model.parameters()).device
     results: list[Translation | None] = [None] * len(lines)
     nonblank = []
     for i, line in enumerate(lines):
@@ -165,12 +166,11 @@ def _translate_chunk(
         else:
             results[i] = Translation(line, [""], [Hypothesis([], 0.0, 0.0)])
     src_ids = [src_ids[i] for i in nonblank]
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=search.bf16)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=search.bf16)
     with torch.inference_mode(), autocast, onednn_linears(trained.model):
         for batch in source_batches(src_ids, max_tokens, vocab.spec.pad_id, vocab.spec.eos_id):
-            nbests = translate_batch(
-                trained.model, batch.src, batch.src_lens, search, return_attention
-            )
+            src, src_lens = batch.src.to(device), batch.src_lens.to(device)
+            nbests = translate_batch(trained.model, src, src_lens, search, return_attention)
             for position, hyps in zip(batch.ids.tolist(), nbests, strict=True):
                 line = lines[nonblank[position]]
                 texts = [vocab.tgt.decode(h.tokens) for h in hyps]

@@ -41,13 +41,21 @@ def follow_sentences(indices: Tensor, group: int, sentences: int) -> tuple[Tenso
     sentences) group' is that length; otherwise every row gets its own source row.
     """
     of_row = torch.div(indices, group, rounding_mode="floor")  # [N']
-    runs, run_lengths = torch.unique_consecutive(of_row, return_counts=True)
-    even = run_lengths.numel() > 0 and bool((run_lengths == run_lengths[0]).all())
-    followed, new_group = (runs, int(run_lengths[0])) if even else (of_row, 1)
-    in_order = followed.numel() == sentences and bool(
-        (followed == torch.arange(sentences, device=followed.device)).all()
-    )
-    return (None if in_order else followed), new_group
+    N = of_row.numel()
+    if not N:
+        return (None if not sentences else of_row), 1
+    # Computed on the device and read in one go (a GPU waits once): the length of the
+    # first run of one sentence; whether every run has that length (a new run starts
+    # exactly at each multiple of it); whether the runs are sentences 0, 1, ... in order.
+    position = torch.arange(N, device=of_row.device)
+    starts = of_row[1:] != of_row[:-1]  # [N' - 1]: a new run starts at position + 1
+    first = torch.cat([starts, starts.new_ones(1)]).int().argmax() + 1  # N: a single run
+    even = (starts == (position[1:] % first == 0)).all() & (N % first == 0)
+    in_order = (of_row == position // first).all() & (first * sentences == N)
+    length, is_even, is_in_order = torch.stack([first, even.long(), in_order.long()]).tolist()
+    if not is_even:
+        return of_row, 1
+    return (None if is_in_order else of_row[::length]), length
 
 
 class SharedSourceState(State):
