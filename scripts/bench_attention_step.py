@@ -1,28 +1,19 @@
 """Time of one decoder step against source length: global vs local-m vs local-p attention.
 
-Two timings per attention and source length, on synthetic tensors, one query per sentence:
-
-- ``attention``: ``attention.attend`` alone, what an RNN decoder calls once per target
-  position; ``prepare`` (once per sentence) is excluded.
-- ``decoder``: the whole ``model.step`` of a reference-size Luong RNN (embedding, GRU
-  step, attention, h~_t, output layer and log-softmax over the vocabulary), so that the
-  attention's share of a real decoding step shows.
-
-All three use the general score. Global attention scores every source position, so its
-step grows with the source length; local attention gathers a 2D+1 window, so its step
-should stay flat. The host's noise moves one measurement by 10-20%, so the whole sweep runs
-``--repeats`` times after an untimed warm-up and each point is the median of its repeats.
+Per attention (all with the general score) and source length, on synthetic tensors:
+``attention``, ``attention.attend`` alone (``prepare`` left out), and ``decoder``, the whole
+``model.step`` of a reference-size Luong RNN, so that attention's share of a step shows.
+Global attention scores every position; local attention gathers a 2D+1 window and should
+stay flat. The sweep runs ``--repeats`` times after an untimed warm-up; a point is the
+median of its repeats. Writes ``step_times.json`` and ``step_times.png``.
 
     python scripts/bench_attention_step.py --out runs/bench/attention-step
-
-Writes ``step_times.json`` and ``step_times.png`` into the output folder and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 from functools import partial
 from pathlib import Path
@@ -33,6 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+from benchkit import save_json  # noqa: E402
 from torch.utils.benchmark import Timer  # noqa: E402
 
 from seq2seq.attention import LocalAttention, LuongAttention  # noqa: E402
@@ -76,15 +68,9 @@ def time_steps(model: RNNSeq2Seq, batch: int, length: int, seconds: float) -> di
         position = torch.full((batch, 1), state.position)
         tokens = torch.randint(4, VOCAB.tgt_size, (batch,), generator=generator)
         names = dict(model=model, state=state, query=query, position=position, tokens=tokens)
-        return {
-            "attention": median_seconds(
-                "model.decoder.attention.attend(query, state.keys, state.values, "
-                "state.src_lens, position)",
-                names,
-                seconds,
-            ),
-            "decoder": median_seconds("model.step(tokens, state)", names, seconds),
-        }
+        attend = "model.decoder.attention.attend(query, state.keys, state.values, state.src_lens, "
+        return {"attention": median_seconds(attend + "position)", names, seconds),
+                "decoder": median_seconds("model.step(tokens, state)", names, seconds)}  # fmt: skip
 
 
 def table_row(length: int, seconds: list[float]) -> str:
@@ -153,11 +139,10 @@ def main() -> None:
         print(table_row(length, [results[p][n][str(length)] for p in PARTS for n in models]))
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     report = {"settings": settings, "torch": torch.__version__, "median_seconds": results,
               "sweeps_seconds": sweeps}  # fmt: skip
-    (out / "step_times.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    save_json(out / "step_times.json", report)
     plot(results, args.lengths, out / "step_times.png")
     print(f"wrote {out / 'step_times.json'} and {out / 'step_times.png'}")
 

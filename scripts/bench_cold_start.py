@@ -1,19 +1,13 @@
 """Cold start: how long ``seq2seq translate --ckpt C`` takes on one line, against importing torch.
 
-A user who translates one sentence waits for the interpreter, the imports and the
-checkpoint as much as for the search. Each round runs, one process at a time and in turn:
-``python -c "import torch"`` (the floor: every command needs torch), then ``seq2seq
-translate --ckpt C`` on one line of stdin with this checkout's code, then, with
-``--before DIR``, the same command with the code of another checkout (e.g. an older
-commit) put first on PYTHONPATH. Wall-clock seconds of each process, median (and min)
-over the rounds, and each command's median minus torch's.
+Each round runs, one process at a time and in turn: ``python -c "import torch"`` (the
+floor), ``python -m seq2seq.cli translate --ckpt C`` on one line with this checkout's code,
+and with ``--before DIR`` the same with another checkout's code first on PYTHONPATH.
+Wall-clock seconds of each, median (and min) over the rounds, and the median minus torch's.
 
     git worktree add --detach /tmp/seq2seq-before c5fc07d
     python scripts/bench_cold_start.py --ckpt runs/demo/checkpoints/best.ckpt \\
         --before /tmp/seq2seq-before --rounds 7 --out runs/bench/cold-start.json
-
-``seq2seq`` is run as ``python -m seq2seq.cli`` (what the console script calls), so that the
-checkout chosen by PYTHONPATH is the one that runs.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """What a training corpus of millions of pairs costs: start-up time, memory, disk, speed.
 
-Corpora of ``--sizes`` pairs are built from Multi30k En-De, line i of train.en being
-``en[a] + " " + en[b]`` (and of train.de ``de[a] + " " + de[b]``) for a random pair a != b of
-training lines, no pair twice; val and test are copied beside them. For Multi30k and each
-size, ``seq2seq fit`` of the En-De Transformer recipe runs ``--steps`` steps with
-``FirstStepProbe``: ``first`` without its cache, ``second`` with it, and ``ddp`` (2 CPU
-processes, at the size nearest 1M) with it. Each run reports launch to the end of the first
-step, the peak RSS of every process, the cache's size on disk and target tokens/s after
-``--warmup`` steps, against the targets set for 5M pairs. Resumable (``corpus.json``);
-writes ``table.md`` and ``corpus.png``. Results: docs/benchmarks/corpus-scale.md.
+Corpora of ``--sizes`` pairs, each line two Multi30k En-De training pairs joined (no pair
+twice), with val and test beside them. On Multi30k and each size, ``seq2seq fit`` of the
+En-De Transformer recipe runs ``--steps`` steps with ``FirstStepProbe``: ``first`` without
+its cache, ``second`` with it, ``ddp`` (2 processes, at the size nearest 1M) with it: launch
+to the first step, every process's peak RSS, the cache on disk, tokens/s after ``--warmup``
+steps, against the targets set for 5M pairs. Resumable (``corpus.json``); writes
+``table.md`` and ``corpus.png``. Results: docs/benchmarks/corpus-scale.md.
 
     python scripts/bench_corpus.py --out runs/bench/corpus     # make bench-corpus
     python scripts/bench_corpus.py --sizes 20000 60000 --steps 12 --out /tmp/corpus-quick

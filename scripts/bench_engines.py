@@ -1,34 +1,25 @@
 """Decoding engines side by side: one Transformer checkpoint decoding a test set with
-seq2seq (fp32, and under bf16 autocast) and with its CTranslate2 export (float32, int8;
-each also with two workers that translate batches side by side, the ``-2w`` engines).
+seq2seq (fp32; under bf16 autocast) and with its CTranslate2 export (float32, int8; each also
+with two workers, the ``-2w`` engines).
 
-Each run is a process of its own that loads its engine, then translates every line of
-``--src`` under one search (beam 5 or greedy, seq2seq's search semantics on both engines,
-see seq2seq/ct2_translate.py) with ``--threads`` threads, and reports sentences/s (its
-own clock around translation: loading left out), its peak RSS, and the cased sacreBLEU
-of its output against ``--ref``. seq2seq runs as the ``seq2seq`` command runs it, with
-freed memory kept in the process (``seq2seq.speedups.malloc``). Rounds alternate the
-engines (A B C D A B C D) so that a slow spell of a shared machine hits all of them; the
-table gives medians.
+Each run is a process of its own that loads its engine and translates ``--src`` under one
+search (beam 5 or greedy) with ``--threads`` threads: sentences/s by its own clock (loading
+left out), peak RSS, cased sacreBLEU against ``--ref``. Rounds alternate the engines (A B C D
+A B C D); the table gives medians. The exports are written once into ``--out``, the runs to
+``--out/results.json``. Results: docs/benchmarks/engines.md.
 
     python scripts/bench_engines.py --ckpt CKPT --src test.en.gz --ref test.de.gz \\
         --out runs/bench/engines --rounds 4
-
-The exports are written once into ``--out`` (ct2-float32, ct2-int8); results go to
-``--out/results.json`` and a markdown table is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-from benchkit import alternate, medians, memory_mb, save_json
+from benchkit import alternate, engine_arguments, medians, memory_mb, run_engine, save_json
 
 # CTranslate2's engines: the export each translates with, and its workers (inter_threads)
 CT2_ENGINES = {
@@ -87,33 +78,9 @@ def export_models(args: argparse.Namespace) -> None:
             export_ctranslate2(trained, folder, quantization)
 
 
-def child_command(args: argparse.Namespace, engine: str, search: str) -> list[str]:
-    """The command of one run: a fresh process translating ``args.src`` with one engine."""
-    return [sys.executable, __file__, "--child", "--engine", engine, "--search", search,
-            "--ckpt", str(args.ckpt), "--src", str(args.src), "--ref", str(args.ref),
-            "--out", str(args.out), "--threads", str(args.threads),
-            "--max-tokens", str(args.max_tokens)]  # fmt: skip
-
-
-def run_engine(args: argparse.Namespace, engine: str, search: str) -> dict:
-    """One run's JSON line (speed, peak RSS, hypotheses)."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    done = subprocess.run(
-        child_command(args, engine, search), capture_output=True, text=True, env=env
-    )
-    if done.returncode:
-        raise RuntimeError(f"{engine} {search} failed:\n{done.stderr}")
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ckpt", type=Path, required=True, help="a Transformer checkpoint")
-    parser.add_argument("--src", type=Path, required=True, help="source sentences (.gz or not)")
-    parser.add_argument("--ref", type=Path, required=True, help="reference translations")
-    parser.add_argument("--out", type=Path, required=True, help="folder for exports and results")
-    parser.add_argument("--threads", type=int, default=2, help="threads of every engine")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="source pieces per batch")
+    engine_arguments(parser)
     parser.add_argument("--rounds", type=int, default=2, help="runs of every engine and search")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", choices=ENGINES, help=argparse.SUPPRESS)

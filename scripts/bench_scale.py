@@ -1,18 +1,11 @@
 """How training cost grows with the batch and with sentence length: Transformer vs Bahdanau RNN.
 
-1. ``throughput``: training target tokens/s against the batch token budget (``max_tokens``)
-   on Multi30k En->De batches: full training steps, the very ones of
-   ``bench_transformer_speed.py`` (bf16 autocast forward, label-smoothed loss, backward,
-   clipping, AdamW), one warm-up batch not counted.
-2. ``memory``: peak resident memory of one training step against sentence length, on
-   synthetic batches of ``--memory-batch`` pairs of L source and L target tokens. Each
-   point runs in its own subprocess, so its peak RSS (VmHWM) is that step's; the report also
-   gives the rise over the process's RSS just before the step (model and optimiser built).
-
-The time of one decoding step against source length is scripts/bench_attention_step.py.
-Both models have the reference sizes of the configs/multi30k recipes (Transformer 3+3 layers,
-d 256, 4 heads, ff 1024; bi-GRU 256 encoder, GRU 256 decoder, additive attention).
-Resumable: points already in ``<out>/scale.json`` are not measured again.
+``throughput``: training target tokens/s against the batch token budget (``max_tokens``) on
+Multi30k En->De batches, benchkit's training step (one warm-up batch not counted).
+``memory``: the peak RSS (VmHWM) of one training step on synthetic batches of
+``--memory-batch`` pairs of L tokens a side, each point in a process of its own, and its
+rise over the RSS just before the step. Both models have the recipes' reference sizes.
+Resumable: points in ``<out>/scale.json`` are not measured again.
 
     python scripts/bench_scale.py --data data/multi30k --out runs/bench/scale
 """

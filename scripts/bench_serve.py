@@ -1,14 +1,10 @@
 """`seq2seq serve` under load: 1, 8 and 32 clients on 127.0.0.1 for a fixed time each.
 
-The server (this checkout's code) is started on a free port of 127.0.0.1 and loads the
-checkpoint once; then, for each number of clients in turn, that many threads each send one
-sentence per ``POST /translate`` (the lines of ``--src``, cycling, shared by all clients),
-waiting for each answer before the next, until ``--seconds`` have passed. Per level:
-requests answered and failed (any non-200 answer, timeout or broken connection), p50 and
-p99 latency, sentences translated per second, the server's peak RSS (``VmHWM``, reset
-before each level through ``/proc/PID/clear_refs`` where the kernel allows), and the
-batches the dynamic batcher ran (from ``/health``), hence sentences per batch. The server
-is killed at the end, whatever happens.
+The server (this checkout's code) loads the checkpoint once; for each number of clients,
+that many threads each send one line of ``--src`` per ``POST /translate``, waiting for each
+answer, until ``--seconds`` have passed. Per level: requests answered and failed, p50 and
+p99 latency, sentences/s, the server's peak RSS (VmHWM, reset before each level where the
+kernel allows) and sentences per batch of the dynamic batcher. The server is always killed.
 
     python scripts/bench_serve.py --ckpt runs/x/checkpoints/last.ckpt \\
         --src data/multi30k/test_2016_flickr.en.gz --out runs/bench/serve.json

@@ -1,16 +1,11 @@
 """Training tokens/s: seq2seq's Transformer vs a plain torch.nn.Transformer, side by side.
 
-Both models have the reference size (3+3 layers, d 256, 4 heads, ff 1024, pre-norm,
-tied embeddings over a joint 8k vocabulary), see the same Multi30k batches in the same
-order, and take full training steps (forward, label-smoothed loss, backward, clipping,
-AdamW). The contenders alternate step by step (A B A B), so that the host's own changes
-of speed, which move a 20-step round by 15% or more here, fall on both alike; the report
-gives each one's median target tokens/s over the rounds and their ratio. The first
-rounds warm up and are not counted: until both contenders have run a few times the heap
-is still growing, and a step that touches fresh pages (minor page faults, reported per
-round) runs up to a third slower. With ``--compile``, a third contender is our
-Transformer under ``torch.compile(dynamic=True)`` (batch shapes vary); its compilation
-falls in the warm-up rounds.
+Both have the reference size (3+3 layers, d 256, 4 heads, ff 1024, pre-norm, tied joint 8k
+embeddings), see the same Multi30k batches in the same order and take full training steps,
+alternating step by step (A B A B) so that the host's swings of speed fall on both alike;
+the report gives each one's median target tokens/s over the rounds and their ratio. The
+first rounds warm up the heap (page faults per step are reported) and are not counted.
+``--compile`` adds our Transformer under ``torch.compile(dynamic=True)``.
 
     python scripts/bench_transformer_speed.py --data data/multi30k --steps 20 --rounds 4
 """

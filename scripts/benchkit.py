@@ -8,6 +8,7 @@ another.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import os
@@ -345,6 +346,34 @@ def best_by_literature_bleu(results: list[dict[str, Any]], transformers: bool) -
     literature BLEU."""
     rows = [r for r in results if r["name"].startswith("transformer") == transformers]
     return max(rows, key=lambda r: r["bleu_literature"] or 0) if rows else None
+
+
+# -- a decoding engine's run (bench_engines.py, profile_engines.py) --------------------------
+def engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of an engine's run: model, data, exports, threads."""
+    parser.add_argument("--ckpt", type=Path, required=True, help="a Transformer checkpoint")
+    parser.add_argument("--src", type=Path, required=True, help="source sentences (.gz or not)")
+    parser.add_argument("--ref", type=Path, required=True, help="reference translations")
+    parser.add_argument("--out", type=Path, required=True, help="folder for exports and results")
+    parser.add_argument("--threads", type=int, default=2, help="threads of every engine")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="source pieces per batch")
+
+
+def run_engine(
+    args: argparse.Namespace, engine: str, search: str, prefix: Sequence[str] = ()
+) -> dict[str, Any]:
+    """One engine translating ``args.src`` under one search in a process of its own
+    (``bench_engines.py --child``, wrapped in ``prefix``: a profiler): its JSON line of speed,
+    peak RSS and hypotheses."""
+    command = [*prefix, sys.executable, str(REPO / "scripts" / "bench_engines.py"), "--child",
+               "--engine", engine, "--search", search, "--ckpt", str(args.ckpt), "--src",
+               str(args.src), "--ref", str(args.ref), "--out", str(args.out), "--threads",
+               str(args.threads), "--max-tokens", str(args.max_tokens)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise RuntimeError(f"{engine} {search} failed:\n{done.stderr}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 # -- the training step the speed benchmarks time ---------------------------------------------

@@ -1,11 +1,7 @@
-"""Joey NMT 2.3 as the peer the benchmarks measure against: its environment, data, configs,
-runs and logs; and the A B A B comparison of its runs with seq2seq's.
-
-Joey NMT is never a dependency: it lives in its own virtual environment under a cache
-folder (default ``~/.cache/seq2seq-bench``), with the CPU wheel of torch installed first.
-The configurations and the launcher ``joey.py`` (a shim for sentencepiece 0.2.x) come from
-the peers folder. Its data: plain-text Multi30k En-De splits and a joint, cased unigram 8k
-SentencePiece model with Joey's special ids (unk 0, pad 1, bos 2, eos 3).
+"""Joey NMT 2.3 as the peer the benchmarks measure against (never a dependency): its own
+virtual environment under a cache folder (CPU torch first), plain-text Multi30k En-De with a
+joint cased unigram 8k SentencePiece model (Joey's ids: unk 0, pad 1, bos 2, eos 3), the
+peers folder's configs and launcher, its runs and logs; and the A B A B comparison loop.
 """
 
 from __future__ import annotations

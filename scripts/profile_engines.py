@@ -1,24 +1,17 @@
-"""What the gap between seq2seq's search and CTranslate2's is made of: both engines translate
-the same test set with the same model and search (the runs of ``bench_engines.py``), each
-under Linux ``perf record``, which samples native code too, so CTranslate2's C++ is seen as
-well as PyTorch's kernels. The samples of each process are summed by what their function
-does: matrix products (MKL's sgemm kernels in PyTorch, oneDNN's JIT-compiled kernels in
-CTranslate2), softmaxes, top-k, copies, the kernel (page zeroing and faults), the OpenMP
-runtime, the Python interpreter.
+"""What the gap between seq2seq's search and CTranslate2's is made of: both engines run
+bench_engines.py's beam-5 decoding under Linux ``perf record``, which samples native code
+too, and each process's samples are summed by what their function does (matrix products,
+softmax, top-k, copies, the kernel, OpenMP, Python). Needs ``perf`` and
+``perf_event_paranoid`` <= 2. The samples cover the whole process: counts compare across
+the engines, shares within one.
 
     python scripts/profile_engines.py --ckpt CKPT --src test_2016_flickr.en.gz \\
         --ref test_2016_flickr.de.gz --out runs/bench/engines
-
-Needs ``perf`` (linux-tools) and ``perf_event_paranoid`` <= 2. The samples cover the whole
-process (start-up and loading as well as translating); counts compare across the engines,
-shares within one.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,11 +20,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from benchkit import engine_arguments, run_engine, save_json
+
 from seq2seq.checkpoint import load_trained
 from seq2seq.export import export_ctranslate2
 
 ENGINES = ("seq2seq-fp32", "ct2-float32")
-BENCH_ENGINES = Path(__file__).with_name("bench_engines.py")  # runs one engine: its --child
 OTHER = "other"
 
 
@@ -76,15 +70,7 @@ def profile(args: argparse.Namespace, engine: str, folder: Path) -> tuple[dict, 
     """One beam-5 run of ``engine`` under ``perf record``: its speed and samples by category."""
     data = folder / f"{engine}.perf"
     record = ["perf", "record", "-q", "-F", str(args.frequency), "-o", str(data), "--"]
-    child = [sys.executable, str(BENCH_ENGINES), "--child", "--engine", engine, "--search",
-             "beam5", "--ckpt", str(args.ckpt), "--src", str(args.src), "--ref", str(args.ref),
-             "--out", str(args.out), "--threads", str(args.threads),
-             "--max-tokens", str(args.max_tokens)]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    done = subprocess.run([*record, *child], capture_output=True, text=True, env=env)
-    if done.returncode:
-        raise RuntimeError(f"{engine} failed:\n{done.stderr}")
-    result = json.loads(done.stdout.splitlines()[-1])
+    result = run_engine(args, engine, "beam5", prefix=record)
     report = subprocess.run(
         ["perf", "report", "-i", str(data), "--stdio", "--sort", "dso,symbol",
          "-F", "sample,dso,symbol", "-t", "|"],
@@ -112,12 +98,7 @@ def table(speeds: dict[str, float], samples: dict[str, Counter[str]]) -> list[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ckpt", type=Path, required=True, help="a Transformer checkpoint")
-    parser.add_argument("--src", type=Path, required=True, help="source sentences (.gz or not)")
-    parser.add_argument("--ref", type=Path, required=True, help="reference translations")
-    parser.add_argument("--out", type=Path, required=True, help="folder for exports and results")
-    parser.add_argument("--threads", type=int, default=2, help="threads of every engine")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="source pieces per batch")
+    engine_arguments(parser)
     parser.add_argument("--frequency", type=int, default=999, help="samples per second")
     parser.add_argument("--json", type=Path, help="also write the counts here")
     args = parser.parse_args()
@@ -133,7 +114,7 @@ def main() -> None:
     print("\n".join(table(speeds, samples)))
     if args.json:
         record = {e: {"sentences_per_s": speeds[e], "samples": dict(samples[e])} for e in ENGINES}
-        args.json.write_text(json.dumps(record, indent=2) + "\n")
+        save_json(args.json, record)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ which the profiler itself slows, so they say where the time goes, not how much t
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from benchkit import save_json
 from torch.profiler import ProfilerActivity, profile
 
 from seq2seq.checkpoint import load_trained
@@ -117,7 +117,7 @@ def main() -> None:
     if args.json:
         record = {"sentences": len(lines), "beam": args.beam, "threads": args.threads,
                   "plain_seconds": plain, "profiled_seconds": wall, "seconds": seconds}  # fmt: skip
-        args.json.write_text(json.dumps(record, indent=2) + "\n")
+        save_json(args.json, record)
 
 
 if __name__ == "__main__":

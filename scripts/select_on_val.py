@@ -1,15 +1,11 @@
 """Choose a recipe on val alone; then score the chosen one on the test set, once.
 
-``train`` fits a recipe per seed, then scores on val (beam search) every final model the run
-allows (``last-K``: the mean of its last K epochs, K in AVERAGES; ``best``: the checkpoint
-with the best validation BLEU) under each length penalty. ``table`` picks per recipe the
-setting with the highest mean literature BLEU over seeds (``val-table.md``) and draws every
-candidate's val scores beside its first test score (``val-table.png``). ``ensemble`` decodes
-with several trained seeds at once and chooses its weights and length penalty on val.
-``final`` scores a recipe's seeds, or an ensemble and each member (with a paired bootstrap of
-the ensemble against its best member), on the test set under the setting val chose: once
-(``--again`` scores again and keeps every score). The protocol:
-docs/benchmarks/selection.md. An interrupted ``train`` continues where it stopped.
+``train`` fits a recipe per seed and scores on val every final model each run allows
+(``last-K``: the mean of its last K epochs; ``best``: by validation BLEU) under each length
+penalty; ``table`` picks per recipe the setting with the best mean literature BLEU over
+seeds (``val-table.md``, ``val-table.png``); ``ensemble`` chooses an ensemble's weights and
+length penalty on val; ``final`` scores a recipe's seeds, or an ensemble and its members, on
+the test set under what val chose, once. The protocol: docs/benchmarks/selection.md.
 
     python scripts/select_on_val.py train --name anchor --seeds 1 2 3 \\
         --config configs/multi30k/base/transformer.yaml --config my-variant.yaml [-- OPTIONS]
