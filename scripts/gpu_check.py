@@ -5,7 +5,8 @@ GPU, in about 4 minutes (8 at most):
    ensembles) on the GPU (``pytest --device cuda``);
 2. training: steps of the WMT14 recipe's Transformer base (configs/wmt14/en-de/
    transformer-base.yaml) under bf16 autocast on a synthetic corpus of WMT-like lengths,
-   with the recipe's batches and larger ones, without and with SDPA: target tokens/s,
+   with the recipe's batches and larger ones, with our attention and with PyTorch's SDPA
+   (``sdpa: true``, cuDNN's kernel excluded: docs/benchmarks/gpu.md): target tokens/s,
    peak GPU memory, host synchronisations per step, and the model FLOPs utilisation
    against the bf16 matrix-product peak measured on the same card in the same run; a
    torch.profiler table of the heaviest kernels;
@@ -126,7 +127,8 @@ class Plan:
 
 FULL = Plan(
     tests=MODEL_TESTS, test_workers=8, matmul_size=8192, matmul_seconds=1.0,
-    pairs=200_000, vocab=32_000, max_tokens=(4096, 16384), steps=(10, 40, 4), model={},
+    pairs=200_000, vocab=32_000, max_tokens=(4096, 16384, 32768), steps=(10, 40, 4),
+    model={},
     base_pairs=2000, decode_pairs=(40_000, 1000), decode_steps=600, decode_rounds=3,
     fit_pairs=20_000, fit_steps=(150, 200, 50), fit_audit=(20, 20), fit_overrides={},
 )  # fmt: skip
@@ -179,6 +181,7 @@ def measure_training(
         for b in chosen
     )
     result = {
+        "variant": "sdpa" if settings["sdpa"] else "eager",
         "sdpa": settings["sdpa"],
         "parameters": sum(p.numel() for p in model.parameters()),
         "step_ms": 1e3 * seconds / len(chosen),
@@ -242,6 +245,7 @@ def training_section(device: torch.device, plan: Plan, out: Path) -> dict[str, A
             variant = {**settings, "sdpa": sdpa}
             measured = measure_training(variant, spec, batches, device, plan, peak, profile)
             variants.append({"max_tokens": max_tokens, **measured})
+            print(f"gpu_check:   {variant_line(variants[-1])}", flush=True)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return {
@@ -496,6 +500,15 @@ def run_section(function: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     return record
 
 
+def variant_line(v: dict[str, Any]) -> str:
+    """One measured training variant: its name, then its figures after ": "."""
+    return (
+        f"train {v['max_tokens']} tokens, {v['variant']}: {v['target_tokens_per_s']:.0f} "
+        f"target tokens/s, MFU {100 * v['mfu']:.1f}%, {v['peak_memory_gib']:.1f} GiB, "
+        f"syncs/step {v['host_syncs_per_step']}"
+    )
+
+
 def table(results: dict[str, Any]) -> str:
     """The short table printed last: one line per measurement, or a section's error."""
     sections, rows = results["sections"], []
@@ -506,15 +519,7 @@ def table(results: dict[str, Any]) -> str:
     if "matmul_peak_tflops" in training:
         rows.append(("matmul peak", f"{training['matmul_peak_tflops']:.3g} TFLOP/s"))
     for v in training.get("variants", []):
-        name = f"train {v['max_tokens']} tokens{', sdpa' if v['sdpa'] else ''}"
-        rows.append(
-            (
-                name,
-                f"{v['target_tokens_per_s']:.0f} target tokens/s, MFU "
-                f"{100 * v['mfu']:.1f}%, {v['peak_memory_gib']:.1f} GiB, "
-                f"syncs/step {v['host_syncs_per_step']}",
-            )
-        )
+        rows.append(tuple(variant_line(v).split(": ", 1)))
     decoding = sections.get("decoding", {})
     if "beam5_speedup" in decoding:
         beam, greedy = decoding["beam5_compared"], decoding["greedy_compared"]

@@ -10,11 +10,22 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from seq2seq.attention.base import Attention, GlobalAttention
 from seq2seq.attention.scores import DistanceScore, DotScore
 from seq2seq.masking import key_mask, masked_softmax
 from seq2seq.speedups.cpu_dropout import dropout as dropout_weights
+
+# SDPA's kernels but cuDNN's, which builds an execution plan for every new shape: with
+# batches of varying lengths nearly every step is one. On an H100 (scripts/gpu_check.py,
+# docs/benchmarks/gpu.md) letting SDPA choose cuDNN made the WMT Transformer base step
+# 2.7-4.8x slower than our explicit attention; without it SDPA is 2-26% faster.
+VARIABLE_SHAPE_BACKENDS = [
+    SDPBackend.FLASH_ATTENTION,
+    SDPBackend.EFFICIENT_ATTENTION,
+    SDPBackend.MATH,
+]
 
 
 class ScaledDotProductAttention(GlobalAttention):
@@ -56,7 +67,8 @@ class MultiHeadAttention(Attention):
     also takes PyTorch's fused ``scaled_dot_product_attention`` (same outputs). On a
     2-core AVX-512 CPU at Multi30k lengths (B 130, T 16, dh 64) its forward+backward
     measured 104 ms against 20 ms for the explicit path under bf16, so it is off by
-    default; it pays for long sequences and on GPUs.
+    default; it pays for long sequences and on GPUs (cuDNN's kernel excluded: see
+    ``VARIABLE_SHAPE_BACKENDS``).
 
     Args:
         query_size: Size Dq of the queries (the decoder fills it in: its state size).
@@ -162,9 +174,10 @@ class MultiHeadAttention(Attention):
             if bias is not None:
                 additive = bias.to(q.dtype).expand(B, -1, Tq, -1)
                 mask = additive if mask is None else additive.masked_fill(~mask, float("-inf"))
-            context = F.scaled_dot_product_attention(
-                q, keys, values, attn_mask=mask, dropout_p=dropout
-            )
+            with sdpa_kernel(VARIABLE_SHAPE_BACKENDS):
+                context = F.scaled_dot_product_attention(
+                    q, keys, values, attn_mask=mask, dropout_p=dropout
+                )
             weights = None
         merged = context.transpose(1, 2).reshape(B, Tq, self.model_size)
         return self.out_proj(merged), weights
