@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # files only; never needs a display
-
-import matplotlib.pyplot as plt  # noqa: E402
-
-from seq2seq.atomic import output_folder  # noqa: E402
-from seq2seq.errors import Seq2SeqError  # noqa: E402
-from seq2seq.inspection.heatmap import save_figure  # noqa: E402
-from seq2seq.transformer import sinusoidal_table  # noqa: E402
+from seq2seq.atomic import output_folder
+from seq2seq.errors import Seq2SeqError
+from seq2seq.inspection.heatmap import save_figure
+from seq2seq.transformer import sinusoidal_table
 
 
 def curve_columns(dim: int) -> list[int]:
@@ -28,14 +24,15 @@ def curve_columns(dim: int) -> list[int]:
     return [c for start in starts for c in (start, start + 1) if c < dim]
 
 
-def plot_positional_encoding(dim: int, length: int, out_dir: str | Path) -> list[Path]:
-    """Draw the encoding of ``length`` positions in ``dim`` dimensions into ``out_dir``."""
+def positional_encoding_figures(dim: int, length: int) -> tuple[Figure, Figure]:
+    """The encoding of ``length`` positions in ``dim`` dimensions: (selected columns as
+    curves, the whole table as a heatmap)."""
     if dim < 2 or length < 1:
         raise Seq2SeqError(f"--dim must be at least 2 and --len at least 1 (got {dim}, {length})")
     table = sinusoidal_table(length, dim).numpy()  # [N, d]
-    out = output_folder(out_dir)
 
-    fig, ax = plt.subplots(figsize=(9, 4))
+    curves = Figure(figsize=(9, 4))
+    ax = curves.subplots()
     for column in curve_columns(dim):
         kind = "sin" if column % 2 == 0 else "cos"
         ax.plot(table[:, column], label=f"dim {column} ({kind})", linewidth=1.2)
@@ -43,15 +40,24 @@ def plot_positional_encoding(dim: int, length: int, out_dir: str | Path) -> list
     ax.set_ylabel("value")
     ax.set_title(f"Sinusoidal positional encoding, d = {dim}: selected dimensions")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    curves = save_figure(fig, out / "positional_encoding_curves.png")
+    curves.tight_layout()
 
-    fig, ax = plt.subplots(figsize=(9, max(3.0, min(12.0, 2.0 + length * 0.05))))
+    heatmap = Figure(figsize=(9, max(3.0, min(12.0, 2.0 + length * 0.05))))
+    ax = heatmap.subplots()
     image = ax.imshow(table, cmap="RdBu", vmin=-1.0, vmax=1.0, aspect="auto", interpolation="none")
     ax.set_xlabel("dimension")
     ax.set_ylabel("position")
     ax.set_title(f"Sinusoidal positional encoding: {length} positions x {dim} dimensions")
-    fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
-    fig.tight_layout()
-    heatmap = save_figure(fig, out / "positional_encoding_heatmap.png")
-    return [curves, heatmap]
+    heatmap.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
+    heatmap.tight_layout()
+    return curves, heatmap
+
+
+def plot_positional_encoding(dim: int, length: int, out_dir: str | Path) -> list[Path]:
+    """Draw the encoding of ``length`` positions in ``dim`` dimensions into ``out_dir``."""
+    curves, heatmap = positional_encoding_figures(dim, length)
+    out = output_folder(out_dir)
+    return [
+        save_figure(curves, out / "positional_encoding_curves.png"),
+        save_figure(heatmap, out / "positional_encoding_heatmap.png"),
+    ]

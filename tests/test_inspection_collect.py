@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from functools import partial
 
-import matplotlib.pyplot as plt
 import pytest
 import torch
+from matplotlib.figure import Figure
 
 from seq2seq.attention import LocalAttention, MultiHeadAttention
 from seq2seq.checkpoint import Trained, load_trained
@@ -20,7 +20,7 @@ from seq2seq.inspection.collect import (
     reference_attention,
     translation_attention,
 )
-from seq2seq.inspection.heatmap import draw_sentence, draw_windows
+from seq2seq.inspection.heatmap import draw_sentence, draw_windows, sentence_figure
 from seq2seq.inspection.words import words
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.search import SearchSettings
@@ -134,13 +134,12 @@ def test_local_p_window_is_drawn_over_its_heatmap(trained, tmp_path):
     )
     sentence = next(iter(reference_attention(model, ["forty-seven"], ["siebenundvierzig"])))
     T = sentence.weights.size(0)
-    fig, ax = plt.subplots()
+    ax = Figure().subplots()
     draw_windows(ax, sentence.centres, sentence.windows)
     assert len(ax.patches) == T  # one window box per target row
     torch.testing.assert_close(
         torch.tensor(ax.lines[0].get_xdata(), dtype=torch.float32), sentence.centres
     )
-    plt.close(fig)
     assert draw_sentence(sentence, tmp_path / "local.png").read_bytes()[:8] == PNG
 
 
@@ -151,3 +150,5 @@ def test_multi_head_attention_is_drawn_as_a_grid(trained, tmp_path):
     sentence = next(iter(reference_attention(model, ["forty-seven"], ["siebenundvierzig"])))
     assert sentence.weights.shape[1] == 2
     assert draw_sentence(sentence, tmp_path / "grid.png").read_bytes()[:8] == PNG
+    grid = sentence_figure(sentence)  # the two summaries' row, then one axis per head
+    assert len(grid.axes) == 1 + 2

@@ -1,8 +1,12 @@
-"""Attention heatmaps as PNG files: one map, a layers x heads grid, local windows.
+"""Attention heatmaps as matplotlib Figures: one map, a layers x heads grid, local windows.
 
 Every map has the source pieces along the x axis (on top) and the target pieces, one row
 per decoder step ending with end-of-sentence, along the y axis. About a quarter inch per
 piece keeps the labels of sentences up to ~60 pieces readable.
+
+Figures are built as ``matplotlib.figure.Figure`` objects, not through pyplot: they need
+no display and no backend, a notebook shows them as they are returned, and
+``save_figure`` writes one to a file.
 """
 
 from __future__ import annotations
@@ -10,19 +14,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; never needs a display
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
-from torch import Tensor  # noqa: E402
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
+from torch import Tensor
 
 from seq2seq.atomic import write_atomically
-from seq2seq.inspection.collect import SentenceAttention  # noqa: E402
-from seq2seq.inspection.maps import as_layers_heads, check_layer  # noqa: E402
+from seq2seq.inspection.collect import SentenceAttention
+from seq2seq.inspection.maps import as_layers_heads, check_layer
 
 INCH_PER_PIECE = 0.26
 CMAP = "Blues"
@@ -74,38 +76,35 @@ def draw_windows(ax: Axes, centres: Tensor, windows: Tensor) -> None:
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 100) -> Path:
-    """Write ``fig`` as an image (of the type of ``path``'s suffix), atomically; close it."""
+    """Write ``fig`` as an image (of the type of ``path``'s suffix), atomically."""
     path = Path(path)
-    try:
-        write_atomically(
-            path,  # tight: titles never cut
-            lambda file: fig.savefig(
-                file, format=path.suffix[1:], dpi=dpi, bbox_inches="tight", pad_inches=0.1
-            ),
-        )
-    finally:
-        plt.close(fig)
+    write_atomically(
+        path,  # tight: titles never cut
+        lambda file: fig.savefig(
+            file, format=path.suffix[1:], dpi=dpi, bbox_inches="tight", pad_inches=0.1
+        ),
+    )
     return path
 
 
-def plot_attention(
+def attention_figure(
     weights: Tensor,
     src_pieces: Sequence[str],
     tgt_pieces: Sequence[str],
-    path: str | Path,
     title: str | None = None,
     centres: Tensor | None = None,
     windows: Tensor | None = None,
-) -> Path:
-    """One map, weights [T, S], with T = len(tgt_pieces) and S = len(src_pieces), as a PNG;
-    with local attention's ``centres`` [T] and ``windows`` [T, 2] drawn over it."""
+) -> Figure:
+    """One map, weights [T, S], with T = len(tgt_pieces) and S = len(src_pieces); with local
+    attention's ``centres`` [T] and ``windows`` [T, 2] drawn over it."""
     T, S = weights.shape
     if (len(tgt_pieces), len(src_pieces)) != (T, S):
         raise ValueError(
             f"attention is {T}x{S} but there are {len(tgt_pieces)} target and "
             f"{len(src_pieces)} source labels"
         )
-    fig, ax = plt.subplots(figsize=_panel_size(T, S))
+    fig = Figure(figsize=_panel_size(T, S))
+    ax = fig.subplots()
     image = _draw_map(ax, weights, src_pieces, tgt_pieces, title)
     if centres is not None and windows is not None:
         draw_windows(ax, centres, windows)
@@ -114,18 +113,17 @@ def plot_attention(
     ax.xaxis.set_label_position("top")
     fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return fig
 
 
-def plot_attention_grid(
+def attention_grid_figure(
     weights: Tensor,
     src_pieces: Sequence[str],
     tgt_pieces: Sequence[str],
-    path: str | Path,
     layer: int = -1,
     title: str | None = None,
-) -> Path:
-    """Multi-head attention, weights [T, L, H, S], as one PNG.
+) -> Figure:
+    """Multi-head attention, weights [T, L, H, S], as one figure.
 
     On top, labelled: the mean over the heads of ``layer`` and, with several layers, the
     mean over every layer and head. Below, unlabelled: every layer (rows) and head (columns).
@@ -140,7 +138,7 @@ def plot_attention_grid(
     cell_height = min(max(cell_width * T / S, 0.8), 3.0)
     grid_height = L * (cell_height + 0.35)
     title_height = 0.6 if title else 0.0
-    fig = plt.figure(
+    fig = Figure(
         figsize=(
             max(width * len(aggregates), (cell_width + 0.3) * H),
             title_height + height + grid_height,
@@ -165,21 +163,72 @@ def plot_attention_grid(
                 f"L{l_index + 1} H{h_index + 1}",
                 fontsize=8,
             )
-    return save_figure(fig, path)
+    return fig
 
 
-def draw_sentence(sentence: SentenceAttention, path: str | Path, layer: int = -1) -> Path:
+def heatmap(
+    weights: Tensor | np.ndarray,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    title: str | None = None,
+    titles: Sequence[str] | None = None,
+    xlabel: str | None = "keys",
+    ylabel: str | None = "queries",
+    cmap: str = CMAP,
+    vmin: float | None = 0.0,
+    vmax: float | None = 1.0,
+) -> Figure:
+    """Any map [rows, columns], or several side by side [N, rows, columns] (one panel each,
+    ``titles`` naming them): attention weights (the default colours run from 0 to 1, rows
+    are queries, columns keys), or anything else with ``xlabel``/``ylabel`` and
+    ``cmap``/``vmin``/``vmax`` (None: the data's own range)."""
+    maps = torch.as_tensor(weights, dtype=torch.float32).detach().cpu()
+    if maps.dim() == 2:
+        maps = maps.unsqueeze(0)
+    if maps.dim() != 3:
+        raise ValueError(
+            f"heatmap draws [rows, columns] or [N, rows, columns], got {tuple(maps.shape)}"
+        )
+    n, rows, columns = maps.shape
+    if titles is not None and len(titles) != n:
+        raise ValueError(f"{len(titles)} titles for {n} maps")
+    width, height = _panel_size(rows, columns) if x_labels else (4.0, 3.2)
+    fig = Figure(figsize=(width * n, height + (0.4 if title else 0.0)), layout="constrained")
+    if title:
+        fig.suptitle(title)
+    for i, ax in enumerate(fig.subplots(1, n, squeeze=False)[0]):
+        image = ax.imshow(maps[i].numpy(), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel(xlabel or "")
+        ax.set_ylabel(ylabel or "")
+        if x_labels is not None:
+            ax.set_xticks(range(columns), labels=list(x_labels), rotation=90)
+            ax.xaxis.tick_top()
+        if y_labels is not None:
+            ax.set_yticks(range(rows), labels=list(y_labels))
+        if titles is not None:
+            ax.set_title(titles[i])
+    fig.colorbar(image, ax=fig.axes, fraction=0.03, pad=0.02)
+    return fig
+
+
+def sentence_figure(sentence: SentenceAttention, layer: int = -1) -> Figure:
     """The heatmap of one sentence: a single map, or the grid for multi-head attention."""
     grid = as_layers_heads(sentence.weights)
     title = f"{sentence.source}\n{sentence.target}"
     if grid.size(1) * grid.size(2) == 1:
-        return plot_attention(
+        return attention_figure(
             grid[:, 0, 0],
             sentence.src_pieces,
             sentence.tgt_pieces,
-            path,
             title,
             sentence.centres,
             sentence.windows,
         )
-    return plot_attention_grid(grid, sentence.src_pieces, sentence.tgt_pieces, path, layer, title)
+    return attention_grid_figure(grid, sentence.src_pieces, sentence.tgt_pieces, layer, title)
+
+
+def draw_sentence(sentence: SentenceAttention, path: str | Path, layer: int = -1) -> Path:
+    """``sentence_figure`` written to ``path`` (a PNG)."""
+    return save_figure(sentence_figure(sentence, layer), path)

@@ -1,0 +1,401 @@
+"""A model ready to translate, from Python: ``load`` and what it returns.
+
+    import seq2seq
+    model = seq2seq.load("runs/demo/checkpoints/best.ckpt")    # or [a, b]: an ensemble;
+    model.translate("forty-two")                               # or an export's folder
+    model.translate(["one", "two"], beam=5, n_best=2)
+    model.score(sources, references)     # sacreBLEU, chrF, the literature's BLEU
+    model.attention("forty-two").plot()  # a matplotlib Figure
+
+``TranslationModel`` is the one name for a model opened to translate: checkpoints searched by
+seq2seq (``CheckpointModel``: one, or several as an ensemble) or a CTranslate2 export
+(``ExportModel``). The commands open theirs with ``load`` too, so a mistake is the same
+one-line ``Seq2SeqError`` in Python as on the command line.
+
+CTranslate2 is imported only when an export is opened, sacrebleu only by ``score``, and
+matplotlib only by ``Attention.plot``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from seq2seq.checkpoint import Trained, check_checkpoint_path
+from seq2seq.ensemble import load_ensemble, normalised_weights
+from seq2seq.errors import DataError, Seq2SeqError
+from seq2seq.inspection.collect import (
+    SentenceAttention,
+    head_axes,
+    reference_attention,
+    translation_attention,
+)
+from seq2seq.inspection.maps import check_layer_choice, summary_map
+from seq2seq.inspection.pipeline import word_attention
+from seq2seq.inspection.word_alignments import Link, Method, extract_links
+from seq2seq.search import SearchSettings
+from seq2seq.translator import Translation, translate_lines, translate_stream
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from seq2seq.ct2_translate import Exported
+
+SEARCH_OPTIONS = {  # the keyword of translate/score -> the SearchSettings field it sets
+    "beam": "beam_size",
+    "n_best": "n_best",
+    "length_penalty": "length_penalty",
+    "max_len_ratio": "max_len_ratio",
+    "max_len_offset": "max_len_offset",
+    "bf16": "bf16",
+}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What ``score`` measured: ``scores`` as ``seq2seq evaluate --json`` prints them (each
+    ``{"score", "signature", ...}`` under ``bleu``, ``chrf`` and, when the target language
+    is known, ``bleu_literature``), the translations, and the seconds they took."""
+
+    scores: dict[str, dict[str, Any]]
+    translations: list[str]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Attention:
+    """One sentence's attention, as ``seq2seq attention`` computes it.
+
+    Attributes:
+        source, target: the texts (the target: the reference, or the model's translation)
+        src_pieces, tgt_pieces: the pieces along each axis, both ending with ``</s>``
+        weights: [T, *heads, S] float32: every map the model has (``heads`` is ``()`` for
+            one RNN attention, ``(H,)`` for multi-head RNN attention, ``(L, H)`` for the
+            Transformer); rows sum to 1 over the valid source positions
+        summary: [T, S]: the mean over heads (and, for the Transformer, over ``layer`` or
+            every layer), the map alignments are read from
+        src_words, tgt_words: the words the pieces make up (without ``</s>``)
+        word_weights: [Tw, Sw]: ``summary`` without the ``</s>`` row and column, rows
+            rescaled to sum to 1, pieces merged into words
+        alignment: (source word, target word) links read off ``word_weights`` (Pharaoh's
+            order, 0-based), as ``alignments.txt`` of ``seq2seq attention`` has them
+        centres, windows: local attention's window centres [T] and first/last positions
+            [T, 2] (None for other attention)
+    """
+
+    source: str
+    target: str
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    weights: np.ndarray
+    summary: np.ndarray
+    src_words: list[str]
+    tgt_words: list[str]
+    word_weights: np.ndarray
+    alignment: list[Link]
+    centres: np.ndarray | None = None
+    windows: np.ndarray | None = None
+    layer: int | None = None
+
+    @property
+    def pharaoh(self) -> str:
+        """The alignment as a Pharaoh line (``0-0 1-2 ...``)."""
+        return " ".join(f"{s}-{t}" for s, t in self.alignment)
+
+    def plot(self, layer: int | None = None) -> Figure:
+        """The heatmap: one map for single-head attention, else the summary on top and
+        every layer (rows) x head (columns) below; ``layer`` picks the layer summarised on
+        top (default: the one given to ``attention``, else the last)."""
+        import torch
+
+        from seq2seq.inspection.heatmap import sentence_figure
+
+        sentence = SentenceAttention(
+            index=0,
+            source=self.source,
+            target=self.target,
+            src_pieces=self.src_pieces,
+            tgt_pieces=self.tgt_pieces,
+            weights=torch.from_numpy(self.weights),
+            centres=None if self.centres is None else torch.from_numpy(self.centres),
+            windows=None if self.windows is None else torch.from_numpy(self.windows),
+        )
+        chosen = layer if layer is not None else self.layer
+        return sentence_figure(sentence, chosen if chosen is not None else -1)
+
+
+def attention_of(sentence: SentenceAttention, layer: int | None, method: Method) -> Attention:
+    """The ``Attention`` of one collected sentence (the pipeline's own word maps and links)."""
+    summary = summary_map(sentence.weights, layer)
+    _, word_map, src_words = word_attention(sentence, layer)
+    from seq2seq.inspection.words import words
+
+    return Attention(
+        source=sentence.source,
+        target=sentence.target,
+        src_pieces=sentence.src_pieces,
+        tgt_pieces=sentence.tgt_pieces,
+        weights=sentence.weights.numpy(),
+        summary=summary.float().numpy(),
+        src_words=src_words,
+        tgt_words=words(sentence.tgt_pieces[:-1]),
+        word_weights=word_map.float().numpy(),
+        alignment=sorted(extract_links(word_map, method)),
+        centres=None if sentence.centres is None else sentence.centres.numpy(),
+        windows=None if sentence.windows is None else sentence.windows.numpy(),
+        layer=layer,
+    )
+
+
+@dataclass(frozen=True)
+class TranslationModel:
+    """A model opened to translate, and the search it uses unless told otherwise.
+
+    Attributes:
+        search: the model's own search (from its checkpoint or export), changed by what
+            ``load`` was given; ``translate`` and ``score`` change a copy per call
+        max_tokens: source pieces per batch, padding included
+        max_source_len: longer sources are cut to this many pieces, with a warning
+    """
+
+    search: SearchSettings
+    max_tokens: int = 4096
+    max_source_len: int = 512
+
+    @property
+    def tgt_lang(self) -> str | None:
+        """The target language the model was trained for (None: not recorded)."""
+        raise NotImplementedError
+
+    def stream(
+        self,
+        lines: Iterable[str | None],
+        progress: bool = False,
+        search: SearchSettings | None = None,
+    ) -> Iterator[Translation]:
+        """The translations of ``lines`` as they come, in input order, translated in chunks
+        (a ``None`` in ``lines``: the input paused, so the chunk ends early)."""
+        raise NotImplementedError
+
+    def translate_all(
+        self, lines: Sequence[str], progress: bool = False, search: SearchSettings | None = None
+    ) -> list[Translation]:
+        """Every line's ``Translation`` (its n-best hypotheses and scores), in order."""
+        return list(self.stream(lines, progress, search))
+
+    def searching(self, **options: Any) -> SearchSettings:
+        """The model's search changed by ``options`` (``beam``, ``n_best``,
+        ``length_penalty``, ``max_len_ratio``, ``max_len_offset``, ``bf16``; None: keep)."""
+        unknown = set(options) - set(SEARCH_OPTIONS)
+        if unknown:
+            raise TypeError(f"unknown search option(s): {', '.join(sorted(unknown))}")
+        changes = {SEARCH_OPTIONS[k]: v for k, v in options.items() if v is not None}
+        search = dataclasses.replace(self.search, **changes)
+        check_search(search)
+        return search
+
+    def translate(
+        self, lines: str | Sequence[str], progress: bool = False, **search: Any
+    ) -> str | list[str] | list[list[str]]:
+        """Translate a sentence (a string back) or a list of them (a list back, in order;
+        with ``n_best`` > 1, a list of each line's n best). Keywords change the search for
+        this call: ``beam``, ``n_best``, ``length_penalty``, ``max_len_ratio``,
+        ``max_len_offset``, ``bf16``."""
+        settings = self.searching(**search)
+        single = isinstance(lines, str)
+        translations = self.translate_all([lines] if single else list(lines), progress, settings)
+        texts = [t.texts if settings.n_best > 1 else t.text for t in translations]
+        return texts[0] if single else texts
+
+    def score(
+        self,
+        sources: Sequence[str],
+        references: Sequence[str],
+        lang: str | None = None,
+        progress: bool = False,
+        **search: Any,
+    ) -> Evaluation:
+        """Translate ``sources`` and score them against ``references``: sacreBLEU, chrF, and
+        the Multi30k literature's lowercased, tokenised BLEU (for ``lang``, default the
+        model's target language), as ``seq2seq evaluate`` does."""
+        from seq2seq.metrics import literature_bleu, score_corpus
+
+        if len(sources) != len(references):
+            raise DataError(
+                f"{len(sources)} sources but {len(references)} references: they must pair up "
+                "line by line"
+            )
+        settings = self.searching(**search)
+        start = time.perf_counter()
+        hyps = [t.text for t in self.translate_all(list(sources), progress, settings)]
+        seconds = time.perf_counter() - start
+        scores = score_corpus(hyps, list(references))
+        lang = lang or self.tgt_lang
+        if lang:
+            scores["bleu_literature"] = literature_bleu(hyps, list(references), lang)
+        return Evaluation(scores, hyps, seconds)
+
+    def attention(
+        self,
+        source: str,
+        reference: str | None = None,
+        layer: int | None = None,
+        method: Method = "argmax",
+        **search: Any,
+    ) -> Attention:
+        """The attention of the model's translation of ``source`` (or, with ``reference``,
+        of forced decoding of it): the maps, pieces, words, word alignment, and ``plot()``.
+        ``layer`` (Transformer): the layer whose mean over heads is aligned (None: the mean
+        over every layer)."""
+        raise Seq2SeqError(
+            "a CTranslate2 export keeps no attention: load the checkpoint it came from"
+        )
+
+
+def check_search(search: SearchSettings) -> None:
+    """Settings no model searches with: one line, before any work."""
+    if search.beam_size < 1:
+        raise Seq2SeqError(f"beam must be at least 1, got {search.beam_size}")
+    if not 1 <= search.n_best <= search.beam_size:
+        raise Seq2SeqError(f"n_best must be in [1, beam {search.beam_size}], got {search.n_best}")
+
+
+@dataclass(frozen=True)
+class CheckpointModel(TranslationModel):
+    """Checkpoints (one model, or several as an ensemble) searched by seq2seq."""
+
+    trained: Trained | None = None
+
+    @property
+    def tgt_lang(self) -> str | None:
+        return self.trained.tgt_lang
+
+    def stream(
+        self,
+        lines: Iterable[str | None],
+        progress: bool = False,
+        search: SearchSettings | None = None,
+    ) -> Iterator[Translation]:
+        return translate_stream(
+            self.trained, lines, search or self.search, self.max_tokens, progress=progress,
+            max_source_len=self.max_source_len,
+        )  # fmt: skip
+
+    def translate_all(
+        self, lines: Sequence[str], progress: bool = False, search: SearchSettings | None = None
+    ) -> list[Translation]:
+        """Batched by length over all of ``lines`` at once, not chunk by chunk."""
+        return translate_lines(
+            self.trained, lines, search or self.search, self.max_tokens, progress=progress,
+            max_source_len=self.max_source_len,
+        )  # fmt: skip
+
+    def attention(
+        self,
+        source: str,
+        reference: str | None = None,
+        layer: int | None = None,
+        method: Method = "argmax",
+        **search: Any,
+    ) -> Attention:
+        check_layer_choice(layer, head_axes(self.trained))
+        if reference is not None:
+            stream = reference_attention(self.trained, [source], [reference], self.max_tokens)
+        else:
+            settings = self.searching(**search)
+            stream = translation_attention(
+                self.trained, [source], settings, self.max_tokens,
+                max_source_len=self.max_source_len,
+            )  # fmt: skip
+        return attention_of(next(iter(stream)), layer, method)
+
+
+@dataclass(frozen=True)
+class ExportModel(TranslationModel):
+    """A CTranslate2 export, searched by CTranslate2 under seq2seq's search semantics."""
+
+    exported: Exported | None = None
+
+    @property
+    def tgt_lang(self) -> str | None:
+        return self.exported.tgt_lang
+
+    def stream(
+        self,
+        lines: Iterable[str | None],
+        progress: bool = False,
+        search: SearchSettings | None = None,
+    ) -> Iterator[Translation]:
+        from seq2seq.ct2_translate import translate_stream_ct2
+
+        return translate_stream_ct2(
+            self.exported, lines, search or self.search, self.max_tokens, progress=progress,
+            max_source_len=self.max_source_len,
+        )  # fmt: skip
+
+    def searching(self, **options: Any) -> SearchSettings:
+        from seq2seq.ct2_translate import check_search as check_export_search
+
+        search = super().searching(**options)
+        check_export_search(search)
+        return search
+
+
+def is_export(path: str | Path) -> bool:
+    """A folder written by ``seq2seq export`` (CTranslate2's ``model.bin`` inside)."""
+    return Path(path).is_dir() and (Path(path) / "model.bin").is_file()
+
+
+def load(
+    model: str | Path | Sequence[str | Path],
+    weights: Sequence[float] | None = None,
+    max_tokens: int = 4096,
+    max_source_len: int = 512,
+    workers: int = 1,
+    **search: Any,
+) -> TranslationModel:
+    """Open a model to translate with.
+
+    Args:
+        model: a checkpoint written by ``seq2seq fit`` (or ``seq2seq average``); several
+            (a list) decode as an ensemble, the mean of their log-probabilities at every
+            step; or a folder written by ``seq2seq export --to ctranslate2``.
+        weights: with several checkpoints, each one's weight in that mean (scaled to sum to
+            1; default: equal).
+        max_tokens: source pieces per batch, padding included.
+        max_source_len: longer sources are cut to this many pieces, with a warning.
+        workers: an export's batches translated side by side (CTranslate2's inter_threads).
+        search: the search to use unless a call says otherwise (``beam``, ``n_best``,
+            ``length_penalty``, ``max_len_ratio``, ``max_len_offset``, ``bf16``); unset
+            ones keep the model's own (its config's test search).
+    """
+    paths = [model] if isinstance(model, str | Path) else list(model)
+    if not paths:
+        raise Seq2SeqError("no model given: a checkpoint, several, or an export's folder")
+    if len(paths) == 1 and is_export(paths[0]):
+        if weights is not None:
+            raise Seq2SeqError("ensemble weights apply to several checkpoints, not an export")
+        from seq2seq.ct2_translate import load_export
+
+        exported = load_export(paths[0], workers=workers)
+        opened: TranslationModel = ExportModel(
+            exported.search, max_tokens, max_source_len, exported=exported
+        )
+    else:
+        if workers != 1:
+            raise Seq2SeqError("workers applies to a CTranslate2 export only")
+        for path in paths:
+            check_checkpoint_path(path)
+        try:
+            normalised_weights(weights, len(paths))  # one weight each, not all 0
+        except ValueError as error:
+            raise Seq2SeqError(f"weights: {error}") from None
+        trained = load_ensemble([str(p) for p in paths], weights=weights)
+        opened = CheckpointModel(trained.search, max_tokens, max_source_len, trained=trained)
+    return dataclasses.replace(opened, search=opened.searching(**search))

@@ -1,0 +1,111 @@
+"""The Python API (``import seq2seq``): ``load`` translates exactly as the commands do, for
+one checkpoint and an ensemble; ``score`` gives evaluate's scores; ``attention`` gives the
+maps as arrays and a Figure with one map per layer and head; the notebooks run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import seq2seq
+from seq2seq.cli import main
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((REPO_ROOT / "docs" / "notebooks").glob("*.ipynb"))
+
+
+def sources(trained_run: dict, count: int = 12) -> list[str]:
+    return (trained_run["corpus"] / "test.en").read_text(encoding="utf-8").splitlines()[:count]
+
+
+def command_translations(capsys: pytest.CaptureFixture[str], *args: str) -> list[str]:
+    capsys.readouterr()
+    main(["translate", *args])
+    return capsys.readouterr().out.split("\n")[:-1]
+
+
+def test_load_translates_as_the_translate_command(
+    trained_transformer: Path, trained_run: dict, tmp_path: Path, capsys
+) -> None:
+    lines = sources(trained_run)
+    (tmp_path / "src.en").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    model = seq2seq.load(trained_transformer)
+    expected = command_translations(
+        capsys,
+        "--ckpt",
+        str(trained_transformer),
+        "--beam",
+        "3",
+        "--input",
+        str(tmp_path / "src.en"),
+    )
+    assert model.translate(lines, beam=3) == expected
+    assert model.translate(lines[0], beam=3) == expected[0]
+    assert all(len(best) == 2 for best in model.translate(lines[:3], beam=3, n_best=2))
+
+
+def test_an_ensemble_translates_as_the_command_with_its_weights(
+    trained_transformer: Path, trained_run: dict, tmp_path: Path, capsys
+) -> None:
+    lines = sources(trained_run)
+    (tmp_path / "src.en").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    members = [str(trained_run["ckpt"]), str(trained_transformer)]
+    model = seq2seq.load(members, weights=[0.3, 0.7])
+    expected = command_translations(
+        capsys, "--ckpt", members[0], "--ckpt", members[1], "--ensemble-weight", "0.3", "0.7",
+        "--beam", "2", "--input", str(tmp_path / "src.en"),
+    )  # fmt: skip
+    assert model.translate(lines, beam=2) == expected
+
+
+def test_score_gives_evaluates_scores(trained_transformer: Path, trained_run: dict) -> None:
+    refs = (trained_run["corpus"] / "test.de").read_text(encoding="utf-8").splitlines()[:12]
+    evaluation = seq2seq.load(trained_transformer).score(sources(trained_run), refs, beam=2)
+    assert set(evaluation.scores) == {"bleu", "chrf", "bleu_literature"}
+    assert len(evaluation.translations) == 12
+    with pytest.raises(seq2seq.Seq2SeqError, match="12 sources but 3 references"):
+        seq2seq.load(trained_transformer).score(sources(trained_run), refs[:3])
+
+
+def test_attention_is_arrays_and_a_figure_with_every_layer_and_head(
+    trained_transformer: Path, trained_run: dict
+) -> None:
+    source = sources(trained_run, 1)[0]
+    attention = seq2seq.load(trained_transformer).attention(source)
+    T, S = len(attention.tgt_pieces), len(attention.src_pieces)
+    layers, heads = attention.weights.shape[1:3]
+    assert attention.weights.shape == (T, layers, heads, S) and (layers, heads) == (2, 2)
+    assert np.allclose(attention.weights.sum(-1), 1, atol=1e-4)
+    assert attention.summary.shape == (T, S)
+    assert attention.word_weights.shape == (len(attention.tgt_words), len(attention.src_words))
+    figure = attention.plot()
+    maps = [axis for axis in figure.axes if axis.images]
+    heads_maps = [axis.get_title() for axis in maps if axis.get_title().startswith("L")]
+    assert heads_maps == [f"L{l} H{h}" for l in (1, 2) for h in (1, 2)]  # noqa: E741
+    assert len(maps) == 2 + layers * heads  # a layer's and every layer's mean above them
+
+
+def test_a_missing_checkpoint_is_the_commands_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(seq2seq.Seq2SeqError, match="nope.ckpt"):
+        seq2seq.load(tmp_path / "nope.ckpt")
+
+
+@pytest.mark.slow  # a Jupyter kernel runs each notebook top to bottom
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
+def test_the_notebook_runs_top_to_bottom(notebook: Path, tmp_path: Path) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    book = nbformat.read(notebook, as_version=4)
+    assert all(not cell.get("outputs") for cell in book.cells if cell.cell_type == "code"), (
+        "notebooks are committed without outputs"
+    )
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    client = nbclient.NotebookClient(
+        book, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()
+    errors = [o for c in book.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert errors == []
