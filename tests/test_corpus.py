@@ -17,6 +17,7 @@ from seq2seq.data.demo_corpus import (
     write_corpus,
 )
 from seq2seq.errors import Seq2SeqError
+from seq2seq.inspection.word_alignments import parse_gold_line, read_gold, score_alignments
 
 SMALL = {"train": 300, "val": 40, "test": 40}
 
@@ -38,10 +39,10 @@ def default_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_default_corpus_has_aligned_splits_of_the_default_sizes(default_corpus: Path) -> None:
     assert sorted(p.name for p in default_corpus.iterdir()) == sorted(
-        f"{split}.{lang}" for split in DEFAULT_SIZES for lang in ("en", "de")
+        f"{split}.{suffix}" for split in DEFAULT_SIZES for suffix in ("en", "de", "align")
     )
     for split, size in DEFAULT_SIZES.items():
-        for lang in ("en", "de"):
+        for lang in ("en", "de", "align"):
             lines = read_lines(default_corpus / f"{split}.{lang}")
             assert len(lines) == size
             assert all(line.strip() and line == line.strip() for line in lines)
@@ -124,7 +125,14 @@ def test_german_puts_the_day_before_the_month() -> None:
 
 def test_french_corpus(tmp_path: Path) -> None:
     paths = write_corpus(tmp_path / "fr", sizes={"train": 50, "test": 20}, tgt_lang="fr")
-    assert sorted(paths) == ["test.en", "test.fr", "train.en", "train.fr"]
+    assert sorted(paths) == [
+        "test.align",
+        "test.en",
+        "test.fr",
+        "train.align",
+        "train.en",
+        "train.fr",
+    ]
     assert len(read_lines(paths["train.fr"])) == len(read_lines(paths["train.en"])) == 50
     fr_pairs = generate_pairs(300, seed=1, tgt_lang="fr")
     de_pairs = generate_pairs(300, seed=1, tgt_lang="de")
@@ -134,7 +142,7 @@ def test_french_corpus(tmp_path: Path) -> None:
 
 def test_french_ordinals_drop_the_plural_s(monkeypatch: pytest.MonkeyPatch) -> None:
     ordinal = demo_corpus.KINDS[1]
-    numbers = Kind(1, lambda rng: rng.choice([80, 200, 280]), ordinal.say)
+    numbers = Kind(1, lambda rng: rng.choice([80, 200, 280]), ordinal.say, ordinal.roles)
     monkeypatch.setattr(demo_corpus, "KINDS", (numbers,))
     assert sorted(tgt for _, tgt in generate_pairs(3, seed=1, tgt_lang="fr")) == [
         "deux cent quatre-vingtième",
@@ -162,7 +170,12 @@ def test_bad_sizes_raise(sizes: dict[str, int], message: str, tmp_path: Path) ->
 
 
 def test_impossible_number_of_distinct_pairs_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    tiny = Kind(1, lambda rng: rng.randrange(3), lambda n, lang: num2words(n, lang=lang))
+    tiny = Kind(
+        1,
+        lambda rng: rng.randrange(3),
+        lambda n, lang: num2words(n, lang=lang),
+        demo_corpus.KINDS[0].roles,
+    )
     monkeypatch.setattr(demo_corpus, "KINDS", (tiny,))
     assert len(generate_pairs(3, seed=1)) == 3
     with pytest.raises(CorpusSettingError, match="distinct"):
@@ -177,7 +190,7 @@ def test_existing_corpus_is_kept_unless_overwrite(tmp_path: Path) -> None:
         write_corpus(out, seed=2, sizes=SMALL)
     assert (out / "train.de").read_bytes() == before
     write_corpus(out, seed=2, sizes={"train": 10}, overwrite=True)
-    assert sorted(p.name for p in out.iterdir()) == ["train.de", "train.en"]
+    assert sorted(p.name for p in out.iterdir()) == ["train.align", "train.de", "train.en"]
     assert [p.name for p in tmp_path.iterdir()] == ["corpus"]  # no leftovers beside it
 
 
@@ -197,3 +210,36 @@ def test_an_interrupted_write_leaves_nothing_that_looks_complete(
         write_corpus(tmp_path / "corpus", sizes=SMALL)
     assert written  # the first file was written before the interruption
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("tgt_lang", ["de", "fr"])
+def test_gold_links_join_the_words_that_say_the_same_thing(tgt_lang: str) -> None:
+    pairs = demo_corpus.generate_aligned(400, seed=2, tgt_lang=tgt_lang)
+    for src, tgt, gold in pairs:
+        alignment = parse_gold_line(gold)
+        src_words, tgt_words = src.split(), tgt.split()
+        assert alignment.possible, (src, tgt, gold)  # every pair says a number or date
+        for i, j in alignment.possible:
+            assert i < len(src_words) and j < len(tgt_words), (src, tgt, gold)
+        for i, j in alignment.sure:  # digits of a date only ever link to the same digits
+            if src_words[i].strip(",.").isdigit() or tgt_words[j].strip(",.").isdigit():
+                assert src_words[i].strip(",.") == tgt_words[j].strip(",."), (src, tgt, gold)
+    long_dates = [(s, t, g) for s, t, g in pairs if s[0].isupper() and s.count(",") == 2]
+    assert long_dates
+    for src, tgt, gold in long_dates:  # "Sunday, March 21, 2021": weekday, month, day, year
+        weekday, month, day, year = src.split()
+        links = parse_gold_line(gold).sure
+        tgt_words = [w.strip(",.") for w in tgt.split()]
+        assert (2, tgt_words.index(day.strip(","))) in links
+        assert (3, tgt_words.index(year)) in links
+        assert {i for i, _ in links} == {0, 1, 2, 3}
+
+
+def test_gold_links_score_an_aer_of_0_against_themselves(tmp_path: Path) -> None:
+    paths = write_corpus(tmp_path / "corpus", seed=4, sizes={"test": 200})
+    gold = read_gold(paths["test.align"])
+    assert len(gold) == 200
+    perfect = score_alignments(gold, [set(g.sure) for g in gold])
+    assert perfect.aer == 0.0
+    everything = [set(g.possible) for g in gold]  # possible links cost precision nothing
+    assert score_alignments(gold, everything).precision == 1.0

@@ -14,6 +14,14 @@ puts it after; and the ordinal "twenty-first" of an English date becomes a dativ
 
 Sentence kinds: cardinals, ordinals, "in the year ...", full dates, long dates, "on
 <weekday>, <date>", and spoken days of the month ("on the first of March").
+
+Gold word alignments come with it (``{split}.align``, one line per pair): the generator
+knows what each word says (the weekday, the day, the month, the year, a number, or a
+function word), so a source word links to each target word saying the same thing. A link
+is sure when one side says it in one word ("forty-two" / "zweiundvierzig"), possible
+when both use several ("cent vingt-trois" / "one hundred and twenty-three"), and function
+words ("on" / "am", "dem") link to each other as possible. ``seq2seq align-score`` reads
+the file as it is, to score a model's alignments by AER.
 """
 
 from __future__ import annotations
@@ -108,11 +116,50 @@ def _sample_day(rng: random.Random) -> datetime.date:
 
 class Kind(NamedTuple):
     """One kind of sentence: how often it is drawn, how its meaning (a number or a date) is
-    drawn, and how a meaning is said in a language."""
+    drawn, how a meaning is said in a language, and what each of its words says
+    (``roles``: one role per whitespace-separated word of what ``say`` gives)."""
 
     weight: int
     sample: Callable[[random.Random], Any]
     say: Callable[[Any, str], str]
+    roles: Callable[[Any, str], list[str]]
+
+
+FUNCTION_WORD = "function"
+YEAR_NOUNS = frozenset({"year", "Jahr", "l'an"})  # "in the year", "im Jahr", "en l'an"
+
+
+def _number_roles(n: int, lang: str) -> list[str]:
+    return ["number"] * len(num2words(n, lang=lang).split())
+
+
+def _ordinal_roles(n: int, lang: str) -> list[str]:
+    return ["number"] * len(_ordinal(n, lang).split())
+
+
+def _year_roles(year: int, lang: str) -> list[str]:
+    spelled = len(num2words(year, lang=lang, to="year").split())
+    words = _say_year(year, lang).split()
+    frame = ["noun" if word in YEAR_NOUNS else FUNCTION_WORD for word in words[:-spelled]]
+    return frame + ["year"] * spelled
+
+
+def _date_roles(
+    day: datetime.date, text: str, lang: str, spoken_day: str | None = None
+) -> list[str]:
+    """Each word of a date's ``text``: its weekday, day (digits, or the ``spoken_day``'s
+    words), month or year, else a function word."""
+    names = {
+        format_date(day, "EEEE", locale=lang): "weekday",
+        format_date(day, "MMMM", locale=lang): "month",
+        str(day.day): "day",
+        str(day.year): "year",
+    }
+    day_words = set(spoken_day.split()) if spoken_day else set()
+    return [
+        "day" if word in day_words else names.get(word.strip(",."), FUNCTION_WORD)
+        for word in text.split()
+    ]
 
 
 def _say_year(year: int, lang: str) -> str:
@@ -129,15 +176,51 @@ def _say_day_of_month(day: datetime.date, lang: str) -> str:
     return phrasing.day_of_month.format(day=phrasing.day(day.day), month=month)
 
 
+def _full_date(day: datetime.date, lang: str) -> str:
+    return format_date(day, "full", locale=lang)
+
+
+def _long_date(day: datetime.date, lang: str) -> str:
+    return format_date(day, "long", locale=lang)
+
+
 KINDS: tuple[Kind, ...] = (
-    Kind(3, lambda rng: _sample_number(rng, 0), lambda n, lang: num2words(n, lang=lang)),
-    Kind(2, lambda rng: _sample_number(rng, 1), _ordinal),
-    Kind(1, lambda rng: rng.randint(1100, 2099), _say_year),
-    Kind(2, _sample_date, lambda day, lang: format_date(day, "full", locale=lang)),
-    Kind(1, _sample_date, lambda day, lang: format_date(day, "long", locale=lang)),
-    Kind(2, _sample_date, _say_on_date),
-    Kind(1, _sample_day, _say_day_of_month),
+    Kind(
+        3,
+        lambda rng: _sample_number(rng, 0),
+        lambda n, lang: num2words(n, lang=lang),
+        _number_roles,
+    ),
+    Kind(2, lambda rng: _sample_number(rng, 1), _ordinal, _ordinal_roles),
+    Kind(1, lambda rng: rng.randint(1100, 2099), _say_year, _year_roles),
+    Kind(2, _sample_date, _full_date, lambda d, lang: _date_roles(d, _full_date(d, lang), lang)),
+    Kind(1, _sample_date, _long_date, lambda d, lang: _date_roles(d, _long_date(d, lang), lang)),
+    Kind(
+        2, _sample_date, _say_on_date, lambda d, lang: _date_roles(d, _say_on_date(d, lang), lang)
+    ),
+    Kind(
+        1,
+        _sample_day,
+        _say_day_of_month,
+        lambda d, lang: _date_roles(
+            d, _say_day_of_month(d, lang), lang, spoken_day=PHRASINGS[lang].day(d.day)
+        ),
+    ),
 )
+
+
+def gold_alignment(src_roles: list[str], tgt_roles: list[str]) -> str:
+    """The gold links of a pair whose words say ``src_roles`` and ``tgt_roles``, as a line
+    ``align-score`` reads: ``i-j`` sure, ``ipj`` possible (0-based, source first)."""
+    links = []
+    for role in dict.fromkeys(src_roles):
+        sources = [i for i, r in enumerate(src_roles) if r == role]
+        targets = [j for j, r in enumerate(tgt_roles) if r == role]
+        sure = role != FUNCTION_WORD and (len(sources) == 1 or len(targets) == 1)
+        links += [f"{i}{'-' if sure else 'p'}{j}" for i in sources for j in targets]
+    return " ".join(
+        sorted(links, key=lambda link: tuple(map(int, link.replace("p", "-").split("-"))))
+    )
 
 
 def check_languages(src_lang: str, tgt_lang: str) -> None:
@@ -159,12 +242,19 @@ def generate_pairs(
     Raises CorpusSettingError for an unsupported language or a negative ``n``, or when
     ``n`` exceeds the distinct sentences the kinds can produce.
     """
+    return [(source, target) for source, target, _ in generate_aligned(n, seed, src_lang, tgt_lang)]
+
+
+def generate_aligned(
+    n: int, seed: int, src_lang: str = "en", tgt_lang: str = "de"
+) -> list[tuple[str, str, str]]:
+    """``generate_pairs``'s pairs, each with its gold alignment (``gold_alignment``)."""
     check_languages(src_lang, tgt_lang)
     if n < 0:
         raise CorpusSettingError(f"cannot generate a negative number of pairs ({n})")
     rng = random.Random(seed)
     weights = [kind.weight for kind in KINDS]
-    pairs: dict[str, str] = {}  # source -> target, in order of drawing
+    pairs: dict[str, tuple[str, str]] = {}  # source -> (target, gold), in order of drawing
     misses = 0
     while len(pairs) < n:
         kind = rng.choices(KINDS, weights)[0]
@@ -175,8 +265,9 @@ def generate_pairs(
             if misses > 10 * n + 10_000:
                 raise CorpusSettingError(f"cannot find {n} distinct sentences for the corpus")
             continue
-        pairs[source] = kind.say(meaning, tgt_lang)
-    return list(pairs.items())
+        gold = gold_alignment(kind.roles(meaning, src_lang), kind.roles(meaning, tgt_lang))
+        pairs[source] = (kind.say(meaning, tgt_lang), gold)
+    return [(source, target, gold) for source, (target, gold) in pairs.items()]
 
 
 def _check_sizes(sizes: Mapping[str, int]) -> None:
@@ -204,13 +295,14 @@ def write_corpus(
     tgt_lang: str = "de",
     overwrite: bool = False,
 ) -> dict[str, Path]:
-    """Write ``{split}.{lang}`` files (the Multi30k layout) into ``out_dir``.
+    """Write ``{split}.{lang}`` files (the Multi30k layout) into ``out_dir``, and each
+    split's gold word alignments as ``{split}.align``.
 
     The splits are consecutive slices of one draw of distinct pairs, so no source sentence
     occurs in two splits. The files are written into a hidden folder beside ``out_dir``
     that is renamed into place at the end, so an interrupted run never leaves a corpus that
     looks complete. An existing non-empty ``out_dir`` is an error unless ``overwrite``.
-    Returns the written paths keyed by file name ("train.en", "train.de", ...).
+    Returns the written paths keyed by file name ("train.en", "train.de", "train.align", ...).
     """
     out_dir = Path(out_dir)
     check_languages(src_lang, tgt_lang)
@@ -219,7 +311,7 @@ def write_corpus(
         raise CorpusSettingError(f"{out_dir} exists and is not a folder")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
         raise CorpusSettingError(f"{out_dir} exists and is not empty (remove it or overwrite)")
-    pairs = generate_pairs(sum(sizes.values()), seed, src_lang, tgt_lang)
+    pairs = generate_aligned(sum(sizes.values()), seed, src_lang, tgt_lang)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     part = out_dir.parent / f".{out_dir.name}.part-{uuid.uuid4().hex[:8]}"
@@ -230,8 +322,8 @@ def write_corpus(
         for split, size in sizes.items():
             chunk = pairs[start : start + size]
             start += size
-            for lang, side in ((src_lang, 0), (tgt_lang, 1)):
-                names.append(f"{split}.{lang}")
+            for suffix, side in ((src_lang, 0), (tgt_lang, 1), ("align", 2)):
+                names.append(f"{split}.{suffix}")
                 _write_lines(part / names[-1], [pair[side] for pair in chunk])
         _move_into_place(part, out_dir)
     except BaseException:
