@@ -260,7 +260,7 @@ def test_the_en_fr_recipe_is_the_en_de_one_on_french_targets(
 def test_the_en_fr_recipes_carry_what_their_own_val_chose(
     effective: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
-    """BENCHMARKS.md, appendix M: the Transformer's last epoch under a length penalty of
+    """docs/benchmarks/selection.md: the Transformer's last epoch under a length penalty of
     2.0; the RNN's mean of the last five epochs under 1.0, which it keeps for averaging."""
     transformer, bahdanau = effective["en-fr", "transformer"], effective["en-fr", "bahdanau"]
     assert transformer["model"]["length_penalty"] == 2.0
@@ -274,7 +274,7 @@ def test_the_en_fr_recipes_carry_what_their_own_val_chose(
 def test_the_selection_overlay_keeps_ten_epochs_and_lifts_max_time_only(
     name: str, effective: dict[tuple[str, str], dict[str, Any]]
 ) -> None:
-    """configs/select-on-val.yaml, last after a recipe (BENCHMARKS.md appendix M), keeps
+    """configs/select-on-val.yaml, last after a recipe (docs/benchmarks/selection.md), keeps
     the last 10 epochs for val to choose among and changes nothing else of the recipe."""
     selected = printed_config(
         [*recipe_files("en-de", name), MULTI30K.parent / "select-on-val.yaml"]
@@ -308,7 +308,7 @@ def test_a_transformer_and_an_rnn_recipe_share_the_vocabulary_an_ensemble_needs(
     transformer: str, rnn: str, effective: dict[tuple[str, str], dict[str, Any]]
 ) -> None:
     """`--ckpt A --ckpt B` decodes only models of one vocabulary: the README's ensemble of
-    the two lowercased recipes (and appendix M's cased one) train the same SentencePiece
+    the two lowercased recipes (and selection.md's cased one) train the same SentencePiece
     model, so the second run reads the first one's cache."""
     settings = [vocabulary(effective["en-de", name]) for name in (transformer, rnn)]
     assert settings[0] == settings[1]

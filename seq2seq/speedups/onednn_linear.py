@@ -12,7 +12,7 @@ millisecond once the first has been built, so the search's changing row counts a
 ``model`` called without autograd on a float32 CPU tensor outside autocast computes
 through ``torch.ops.mkldnn._linear_pointwise`` with its weight reordered once (kept while
 the weight is unchanged: its version counter and storage); any other call takes its plain
-forward. Evidence: BENCHMARKS.md, appendix I: beam 5 on test_2016 147.1 against 137.1
+forward. Evidence: docs/benchmarks/engines.md: beam 5 on test_2016 147.1 against 137.1
 sentences/s, for 190 MB more peak memory (oneDNN's buffers). The plain path: MKL's sgemm
 (``SEQ2SEQ_PLAIN=onednn_linear``, see ``switch``); the same outputs up to float rounding
 of the products.
