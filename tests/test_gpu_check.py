@@ -4,7 +4,6 @@ cannot rot between the times a GPU is at hand."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -15,24 +14,13 @@ from types import ModuleType
 import numpy as np
 import pytest
 import torch
+from test_bench_scripts import load_script
 from torch.utils.flop_counter import FlopCounterMode
 
 from seq2seq.model import VocabSpec
 from seq2seq.transformer import Transformer
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
-
-
-def load_script(name: str) -> ModuleType:
-    """A module of the scripts folder, importing its neighbours as it does when run."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(SCRIPTS))
-        patch.setitem(sys.modules, name, module)
-        spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
