@@ -233,3 +233,22 @@ def test_fit_stopped_by_max_steps_mid_epoch_ends_cleanly(tmp_path):
     main(["fit", "--config", str(write_config(tmp_path / "c.yaml", config))])
     last = torch.load(tmp_path / "run/checkpoints/last.ckpt", weights_only=False)
     assert last["global_step"] == 2
+
+
+def test_an_average_keeps_tied_weights_tied(trained_transformer, tmp_path):
+    """The Transformer's target embedding and output layer are one matrix: the average saves
+    it once, like the checkpoints it averages (not once per name, which doubled the file)."""
+    out = tmp_path / "avg.ckpt"
+    main(
+        [
+            "average",
+            "--ckpts",
+            str(trained_transformer),
+            str(trained_transformer),
+            "--out",
+            str(out),
+        ]
+    )
+    weights = torch.load(out, weights_only=True)["state_dict"]
+    assert weights["model.output.weight"].data_ptr() == weights["model.tgt_embed.weight"].data_ptr()
+    assert out.stat().st_size < 1.2 * trained_transformer.stat().st_size
