@@ -77,7 +77,12 @@ def evaluate(
 def final_models(run_dir: Path, folder: Path) -> dict[str, Path]:
     """A run's candidate final models by name: ``last-K`` for every K of AVERAGES it kept
     enough recent epochs for (``last-1``: its last.ckpt when it kept none), and ``best``
-    when a checkpoint was chosen by validation BLEU."""
+    when a checkpoint was chosen by validation BLEU. A run trained on another machine may
+    bring back its averages alone (``folder/last-K.ckpt``, no ``run_dir``): those are its
+    candidates."""
+    if not run_dir.exists():
+        brought = {f"last-{k}": folder / f"last-{k}.ckpt" for k in AVERAGES}
+        return {name: path for name, path in brought.items() if path.exists()}
     last, state = last_checkpoint(run_dir)
     recent = recent_checkpoints(run_dir)
     models = {"last-1": recent[-1] if recent else last}

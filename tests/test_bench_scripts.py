@@ -568,3 +568,16 @@ def test_a_perf_report_is_summed_by_category(engines_profile: ModuleType):
     lines = engines_profile.table({"a": 100.0, "b": 120.0}, {"a": totals, "b": totals})
     assert lines[2] == "| matrix products | 10517 (93.7%) | 10517 (93.7%) |"
     assert lines[-2] == "| all | 11224 | 11224 |" and lines[-1].endswith("| 100.0 | 120.0 |")
+
+
+def test_selection_takes_the_averages_a_run_trained_elsewhere_brought_back(
+    selection: ModuleType, tmp_path: Path
+):
+    """A seed trained on a lent machine comes back as its averaged checkpoints alone (no run
+    folder): those, and only those, are its candidate final models."""
+    seed = tmp_path / "student" / "seed1"
+    seed.mkdir(parents=True)
+    for name in ("last-5.ckpt", "last-10.ckpt"):
+        (seed / name).write_bytes(b"")
+    models = selection.final_models(seed / "run", seed)
+    assert models == {"last-5": seed / "last-5.ckpt", "last-10": seed / "last-10.ckpt"}
