@@ -186,6 +186,7 @@ gpu-check:
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts
 	$(BIN)/ruff format --check seq2seq tests scripts
+	$(BIN)/lint-imports --no-cache
 
 multi30k:
 	@mkdir -p data

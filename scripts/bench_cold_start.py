@@ -1,7 +1,7 @@
 """Cold start: how long ``seq2seq translate --ckpt C`` takes on one line, against importing torch.
 
 Each round runs, one process at a time and in turn: ``python -c "import torch"`` (the
-floor), ``python -m seq2seq.cli translate --ckpt C`` on one line with this checkout's code,
+floor), ``python -m seq2seq translate --ckpt C`` on one line with this checkout's code,
 and with ``--before DIR`` the same with another checkout's code first on PYTHONPATH.
 Wall-clock seconds of each, median (and min) over the rounds, and the median minus torch's.
 
@@ -28,7 +28,7 @@ TORCH = "import torch"
 def commands(args: argparse.Namespace) -> dict[str, tuple[list[str], Path | None]]:
     """Each timed command by name: its argv and the checkout put first on PYTHONPATH."""
     ckpt = str(args.ckpt.resolve())
-    translate = [sys.executable, "-m", "seq2seq.cli", "translate", "--ckpt", ckpt]
+    translate = [sys.executable, "-m", "seq2seq", "translate", "--ckpt", ckpt]
     runs: dict[str, tuple[list[str], Path | None]] = {
         TORCH: ([sys.executable, "-c", "import torch"], None),
         "translate (this checkout)": (translate, REPO),

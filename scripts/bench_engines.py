@@ -38,14 +38,14 @@ def translate_once(args: argparse.Namespace) -> None:
 
     import torch
 
-    from seq2seq.text_lines import read_lines
-    from seq2seq.translator import translate_lines
+    from seq2seq.files.text_lines import read_lines
+    from seq2seq.inference.translator import translate_lines
 
     torch.set_num_threads(args.threads)
     lines = read_lines(args.src)
     beam = SEARCHES[args.search]
     if args.engine.startswith("seq2seq"):
-        from seq2seq.checkpoint import load_trained
+        from seq2seq.inference.checkpoint import load_trained
         from seq2seq.speedups.malloc import keep_freed_memory
 
         keep_freed_memory()  # as the seq2seq command does
@@ -54,7 +54,7 @@ def translate_once(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         hyps = [t.text for t in translate_lines(trained, lines, search, args.max_tokens)]
     else:
-        from seq2seq.ct2_translate import load_export, translate_stream_ct2
+        from seq2seq.inference.ct2_translate import load_export, translate_stream_ct2
 
         folder, workers = CT2_ENGINES[args.engine]
         exported = load_export(args.out / folder, threads=args.threads, workers=workers)
@@ -68,8 +68,8 @@ def translate_once(args: argparse.Namespace) -> None:
 
 
 def export_models(args: argparse.Namespace) -> None:
-    from seq2seq.checkpoint import load_trained
-    from seq2seq.export import export_ctranslate2
+    from seq2seq.inference.checkpoint import load_trained
+    from seq2seq.inference.export import export_ctranslate2
 
     trained = load_trained(args.ckpt)
     for quantization in ("float32", "int8"):
@@ -91,7 +91,7 @@ def main() -> None:
         return
     from sacrebleu.metrics import BLEU
 
-    from seq2seq.text_lines import read_lines
+    from seq2seq.files.text_lines import read_lines
 
     args.out.mkdir(parents=True, exist_ok=True)
     export_models(args)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from benchkit import REPO, memory_mb, save_json
 
-from seq2seq.text_lines import read_lines
+from seq2seq.files.text_lines import read_lines
 
 STARTUP_SECONDS = 300  # the longest the server may take to load the model and answer
 REQUEST_SECONDS = 60  # a request not answered by then counts as lost
@@ -53,7 +53,7 @@ def call(url: str, body: dict | None = None) -> tuple[int, dict]:
 
 
 def start_server(ckpt: Path, port: int, extra: list[str], log: Path) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "seq2seq.cli", "serve", "--ckpt", str(ckpt)]
+    argv = [sys.executable, "-m", "seq2seq", "serve", "--ckpt", str(ckpt)]
     argv += ["--host", "127.0.0.1", "--port", str(port), *extra]
     env = {
         **os.environ,

@@ -28,7 +28,7 @@ from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.masking import sequence_mask
 from seq2seq.model import VocabSpec
 from seq2seq.speedups.malloc import keep_freed_memory
-from seq2seq.task import batch_target_tokens
+from seq2seq.training.task import batch_target_tokens
 from seq2seq.transformer import Transformer, sinusoidal_table
 
 

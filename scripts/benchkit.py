@@ -29,14 +29,14 @@ import torch
 import yaml
 from torch import Tensor, nn
 
-from seq2seq.atomic import write_atomically
-from seq2seq.checkpoint import average_checkpoints, save_checkpoint
 from seq2seq.data.batching import Batch
-from seq2seq.loss import label_smoothed_nll
-from seq2seq.text_lines import read_lines
+from seq2seq.files.atomic import write_atomically
+from seq2seq.files.text_lines import read_lines
+from seq2seq.inference.checkpoint import average_checkpoints, save_checkpoint
+from seq2seq.training.loss import label_smoothed_nll
 
 REPO = Path(__file__).resolve().parent.parent
-SEQ2SEQ = [sys.executable, "-m", "seq2seq.cli"]
+SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 RECIPES = Path("configs/multi30k/recipes.yaml")  # recipe name -> its --config files, by pair
 RATE = "train/device/items_per_sec"  # seq2seq's logged training target tokens/s
 R = TypeVar("R")

@@ -84,16 +84,16 @@ from gpukit import (
     write_split,
 )
 
-from seq2seq.atomic import write_atomically
-from seq2seq.checkpoint import Trained, read_checkpoint
 from seq2seq.data.batching import Batch
 from seq2seq.data.demo_corpus import generate_pairs
+from seq2seq.files.atomic import write_atomically
+from seq2seq.inference.checkpoint import Trained, read_checkpoint
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import translate_lines
 from seq2seq.metrics import score_corpus
 from seq2seq.model import VocabSpec
-from seq2seq.search import SearchSettings
 from seq2seq.tokenizer import VocabSettings, Vocabulary
 from seq2seq.transformer import Transformer
-from seq2seq.translator import translate_lines
 
 WMT_RECIPE = REPO / "configs/wmt14/en-de/transformer-base.yaml"
 MULTI30K_RECIPE = REPO / "configs/multi30k/base/transformer.yaml"
@@ -426,7 +426,7 @@ def fit_section(device: torch.device, plan: Plan, work: Path) -> dict[str, Any]:
     command = [
         sys.executable,
         "-m",
-        "seq2seq.cli",
+        "seq2seq",
         "fit",
         "--config",
         str(WMT_RECIPE),

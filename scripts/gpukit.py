@@ -25,8 +25,8 @@ from pytorch_lightning import Callback, LightningModule, Trainer
 from torch.utils import benchmark
 
 from seq2seq.data.batching import Batch, TokenBucketBatchSampler, collate
-from seq2seq.loss import label_smoothed_nll
 from seq2seq.model import VocabSpec
+from seq2seq.training.loss import label_smoothed_nll
 from seq2seq.transformer import Transformer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,8 +81,8 @@ class HostSyncs:
 
 
 def sync_site(stack: traceback.StackSummary) -> str:
-    """``seq2seq/search.py:273`` for the innermost frame in the repository, followed by the
-    innermost frame of all (a library's line) where that is another."""
+    """``seq2seq/inference/search.py:273`` for the innermost frame in the repository,
+    followed by the innermost frame of all (a library's line) where that is another."""
 
     def name(frame: traceback.FrameSummary) -> str:
         path = Path(frame.filename)

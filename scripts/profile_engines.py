@@ -22,8 +22,8 @@ from pathlib import Path
 
 from benchkit import engine_arguments, run_engine, save_json
 
-from seq2seq.checkpoint import load_trained
-from seq2seq.export import export_ctranslate2
+from seq2seq.inference.checkpoint import load_trained
+from seq2seq.inference.export import export_ctranslate2
 
 ENGINES = ("seq2seq-fp32", "ct2-float32")
 OTHER = "other"

@@ -21,7 +21,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from seq2seq import moved
+
 __version__ = "0.1.0"
+
+moved.install()  # old module paths (configs, checkpoints, scripts) resolve to the new ones
 
 _EXPORTS = {  # name -> the module that defines it
     # open a trained model, translate, score, look at its attention
@@ -29,7 +33,7 @@ _EXPORTS = {  # name -> the module that defines it
     "TranslationModel": "seq2seq.translation_model",
     "Attention": "seq2seq.translation_model",
     "Evaluation": "seq2seq.translation_model",
-    "SearchSettings": "seq2seq.search",
+    "SearchSettings": "seq2seq.inference.search",
     # the masks every attention module uses, and the Transformer's positions
     "masked_softmax": "seq2seq.masking",
     "sequence_mask": "seq2seq.masking",
@@ -44,10 +48,10 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from seq2seq.errors import Seq2SeqError as Seq2SeqError
+    from seq2seq.inference.search import SearchSettings as SearchSettings
     from seq2seq.inspection.heatmap import heatmap as heatmap
     from seq2seq.masking import masked_softmax as masked_softmax
     from seq2seq.masking import sequence_mask as sequence_mask
-    from seq2seq.search import SearchSettings as SearchSettings
     from seq2seq.transformer import sinusoidal_table as sinusoidal_table
     from seq2seq.translation_model import Attention as Attention
     from seq2seq.translation_model import Evaluation as Evaluation

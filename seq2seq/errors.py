@@ -15,3 +15,8 @@ class CheckpointError(Seq2SeqError):
 
 class OutputError(Seq2SeqError):
     """An output file could not be written (disk full, I/O error, no permission)."""
+
+
+class UsageError(Seq2SeqError):
+    """Options that do not go together (found before any work): on the command line, like a
+    parse error, one line and status 2."""

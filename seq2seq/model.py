@@ -15,7 +15,7 @@ multi-head RNN attention and ``(L, H)`` (layers, heads) for the Transformer.
 attention maps: a model may then return None for them and take a faster path; the
 log-probabilities and logits are the same.
 
-Greedy and beam search (``search.py``) are written once against this contract.
+Greedy and beam search (``inference/search.py``) are written once against this contract.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from typing import Any, Literal
 import numpy as np
 import sentencepiece as spm
 
-from seq2seq.atomic import write_atomically
 from seq2seq.errors import CheckpointError, DataError
+from seq2seq.files.atomic import write_atomically
 from seq2seq.interruptible import call_interruptibly
 from seq2seq.model import VocabSpec
 

@@ -3,7 +3,7 @@
 Built from the project's own ``MultiHeadAttention`` so that every layer's and head's
 cross-attention can be returned: ``forward`` gives attention [B, L, H, T, S] and ``step``
 [B, L, H, S]. Decoding step by step keeps a key/value cache per layer, so beam search
-is the one in ``search.py``. Shapes: B batch, S source, T target, d model size,
+is the one in ``inference/search.py``. Shapes: B batch, S source, T target, d model size,
 H heads, dh = d / H, L decoder layers.
 """
 

@@ -27,25 +27,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seq2seq.checkpoint import Trained, check_checkpoint_path
-from seq2seq.ensemble import load_ensemble, normalised_weights
 from seq2seq.errors import DataError, Seq2SeqError
+from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
+from seq2seq.inference.ensemble import load_ensemble, normalised_weights
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import Translation, translate_lines, translate_stream
 from seq2seq.inspection.collect import (
     SentenceAttention,
     head_axes,
     reference_attention,
     translation_attention,
+    word_attention,
 )
 from seq2seq.inspection.maps import check_layer_choice, summary_map
-from seq2seq.inspection.pipeline import word_attention
 from seq2seq.inspection.word_alignments import Link, Method, extract_links
-from seq2seq.search import SearchSettings
-from seq2seq.translator import Translation, translate_lines, translate_stream
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from seq2seq.ct2_translate import Exported
+    from seq2seq.inference.ct2_translate import Exported
 
 SEARCH_OPTIONS = {  # the keyword of translate/score -> the SearchSettings field it sets
     "beam": "beam_size",
@@ -332,7 +332,7 @@ class ExportModel(TranslationModel):
         progress: bool = False,
         search: SearchSettings | None = None,
     ) -> Iterator[Translation]:
-        from seq2seq.ct2_translate import translate_stream_ct2
+        from seq2seq.inference.ct2_translate import translate_stream_ct2
 
         return translate_stream_ct2(
             self.exported, lines, search or self.search, self.max_tokens, progress=progress,
@@ -340,7 +340,7 @@ class ExportModel(TranslationModel):
         )  # fmt: skip
 
     def searching(self, **options: Any) -> SearchSettings:
-        from seq2seq.ct2_translate import check_search as check_export_search
+        from seq2seq.inference.ct2_translate import check_search as check_export_search
 
         search = super().searching(**options)
         check_export_search(search)
@@ -381,7 +381,7 @@ def load(
     if len(paths) == 1 and is_export(paths[0]):
         if weights is not None:
             raise Seq2SeqError("ensemble weights apply to several checkpoints, not an export")
-        from seq2seq.ct2_translate import load_export
+        from seq2seq.inference.ct2_translate import load_export
 
         exported = load_export(paths[0], workers=workers)
         opened: TranslationModel = ExportModel(

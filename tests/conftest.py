@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from tiny_run import SIZES, tiny_config, write_config  # noqa: E402
 
-from seq2seq.cli import main  # noqa: E402
+from seq2seq.commands.main import main  # noqa: E402
 from seq2seq.data.demo_corpus import write_corpus  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

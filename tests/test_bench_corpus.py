@@ -86,7 +86,7 @@ def test_a_corpus_depends_on_its_seed_only_and_is_built_once(
 def test_ddp_ranks_are_told_from_forked_workers(bench: ModuleType):
     """The command is rank 0; a process started anew with its command line and its own
     LOCAL_RANK is another rank; a fork that inherits its parent's environment is a worker."""
-    command = "python -m seq2seq.cli fit"
+    command = "python -m seq2seq fit"
     processes = [
         bench.Process(10, 1, cmdline=command),
         bench.Process(11, 10, cmdline=command, rank="1"),  # DDP's second rank

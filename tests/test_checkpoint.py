@@ -15,14 +15,14 @@ import pytest
 import torch
 import yaml
 
-from seq2seq.checkpoint import CHECKPOINT_KEY, load_trained
-from seq2seq.checkpoint_io import SafeCheckpointIO
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 from seq2seq.errors import CheckpointError
+from seq2seq.inference.checkpoint import CHECKPOINT_KEY, load_trained
+from seq2seq.inference.search import SearchSettings
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.search import SearchSettings
-from seq2seq.task import TranslationTask
 from seq2seq.tokenizer import VocabSettings, Vocabulary
+from seq2seq.training.checkpoint_io import SafeCheckpointIO
+from seq2seq.training.task import TranslationTask
 
 REFUSAL = (
     r"seq2seq: error: refusing to load {path}: it is not a plain-weights checkpoint and loading "

@@ -10,14 +10,14 @@ import torch
 import yaml
 from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 
-from seq2seq.checkpoint import Trained, load_trained
-from seq2seq.cli import main
+from seq2seq.commands.fit import ConfigIntoCheckpoint, Seq2SeqCLI
+from seq2seq.commands.main import main
 from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.data.demo_corpus import write_corpus
-from seq2seq.search import SearchSettings
-from seq2seq.task import TranslationTask
-from seq2seq.training_cli import ConfigIntoCheckpoint, Seq2SeqCLI
-from seq2seq.translator import translate_lines
+from seq2seq.inference.checkpoint import Trained, load_trained
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import translate_lines
+from seq2seq.training.task import TranslationTask
 
 
 def stdin(text: str) -> io.TextIOWrapper:

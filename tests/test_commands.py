@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.cli import build_parser, main
-from seq2seq.decoding import DecodeOptions, search_settings
-from seq2seq.search import SearchSettings
+from seq2seq.commands.main import build_parser, main
+from seq2seq.inference.decoding import DecodeOptions, search_settings
+from seq2seq.inference.search import SearchSettings
 
 ERROR = "seq2seq: error: "
 

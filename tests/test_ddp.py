@@ -15,7 +15,7 @@ import yaml
 from pytorch_lightning import Trainer
 from tiny_run import run_seq2seq, tiny_config, write_config
 
-from seq2seq.distributed import COLLECTIVE_TIMEOUT, bound_collective_waits
+from seq2seq.training.distributed import COLLECTIVE_TIMEOUT, bound_collective_waits
 
 pytestmark = pytest.mark.slow  # several processes
 

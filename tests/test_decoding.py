@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.command_line import UsageError
-from seq2seq.decoding import (
+from seq2seq.errors import Seq2SeqError, UsageError
+from seq2seq.inference.decoding import (
     CheckpointDecoder,
     DecodeOptions,
     ModelOptions,
     check_model_options,
     open_decoder,
 )
-from seq2seq.errors import Seq2SeqError
 
 
 def test_a_decoder_searches_with_the_models_settings_changed_by_the_options(trained_run: dict):

@@ -9,10 +9,10 @@ import pytest
 import torch
 from tiny_run import tiny_config, write_config
 
-from seq2seq.checkpoint import load_trained
-from seq2seq.cli import main
-from seq2seq.search import SearchSettings
-from seq2seq.translator import translate_lines
+from seq2seq.commands.main import main
+from seq2seq.inference.checkpoint import load_trained
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import translate_lines
 
 pytestmark = pytest.mark.slow  # two fits
 

@@ -12,8 +12,8 @@ import pytest
 from test_lean_inference import assert_lean, imported_by
 from tiny_run import tiny_config, write_config
 
-from seq2seq.cli import main
-from seq2seq.distill_command import one_line
+from seq2seq.commands.distill import one_line
+from seq2seq.commands.main import main
 
 BEAM = ["--beam", "2"]  # the teacher's search, in distill and in translate alike
 
@@ -120,7 +120,7 @@ def test_an_interrupted_distillation_leaves_no_corpus(
             raise KeyboardInterrupt
         return text
 
-    monkeypatch.setattr("seq2seq.distill_command.one_line", stop_at_the_tenth)
+    monkeypatch.setattr("seq2seq.commands.distill.one_line", stop_at_the_tenth)
     out = corpus.parent / "interrupted"
     with pytest.raises(KeyboardInterrupt):
         distill("--ckpt", str(trained_run["ckpt"]), "--data", str(corpus), "--out", str(out))

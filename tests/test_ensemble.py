@@ -10,13 +10,13 @@ import pytest
 import torch
 from tiny_run import run_seq2seq
 
-from seq2seq.checkpoint import Trained, load_trained
-from seq2seq.cli import main
-from seq2seq.ensemble import Ensemble, load_ensemble
+from seq2seq.commands.main import main
 from seq2seq.errors import CheckpointError
+from seq2seq.inference.checkpoint import Trained, load_trained
+from seq2seq.inference.ensemble import Ensemble, load_ensemble
+from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.search import SearchSettings, translate_batch
 from seq2seq.tokenizer import VocabSettings, Vocabulary
 from seq2seq.transformer import Transformer
 
@@ -181,7 +181,7 @@ def test_checkpoints_with_other_vocabularies_are_refused_naming_both(trained_run
     foreign = dataclasses.replace(trained, vocab=other)
     loads = {str(ckpt): trained, "other.ckpt": foreign}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("seq2seq.ensemble.load_trained", lambda path: loads[str(path)])
+        patch.setattr("seq2seq.inference.ensemble.load_trained", lambda path: loads[str(path)])
         with pytest.raises(CheckpointError) as refused:
             load_ensemble([ckpt, "other.ckpt"])
     message = str(refused.value)
@@ -193,7 +193,7 @@ def test_an_ensemble_searches_as_its_first_member_was_configured_to(monkeypatch)
     vocab = Vocabulary.train(["x y z"] * 10, ["u v w"] * 10, VocabSettings(300))
     first = Trained(rnn(), vocab, {}, SearchSettings(beam_size=3, length_penalty=0.6))
     loads = {"a.ckpt": first, "b.ckpt": Trained(transformer(), vocab, {}, SearchSettings(4))}
-    monkeypatch.setattr("seq2seq.ensemble.load_trained", loads.__getitem__)
+    monkeypatch.setattr("seq2seq.inference.ensemble.load_trained", loads.__getitem__)
     assert load_ensemble(["a.ckpt", "b.ckpt"]).search == first.search
 
 

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from seq2seq.epoch_metrics import Perplexity, SplitTranslations
+from seq2seq.training.epoch_metrics import Perplexity, SplitTranslations
 
 
 def test_translations_come_back_by_sentence_index_whatever_the_batch_order():

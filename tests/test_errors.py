@@ -1,6 +1,6 @@
 """Bad input through the `seq2seq` command: one error line naming the cause, no traceback.
 
-Each test runs the command's entry point (`seq2seq.cli.main`) in this process, as the
+Each test runs the command's entry point (`seq2seq.commands.main.main`) in this process, as the
 other CLI tests do: a user's mistake must end in SystemExit with a non-zero status and
 exactly one ``seq2seq: error:`` line, and any other exception fails the test. The
 misaligned corpus, `--model.lrr`, a missing checkpoint for `translate` and empty stdin
@@ -22,9 +22,9 @@ import pytest
 import yaml
 from tiny_run import tiny_config, write_config
 
-from seq2seq.checkpoint import load_trained
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 from seq2seq.data.demo_corpus import write_corpus
+from seq2seq.inference.checkpoint import load_trained
 from seq2seq.tokenizer import UNK_ID
 
 ERROR = "seq2seq: error: "

@@ -11,23 +11,23 @@ import pytest
 import torch
 from tiny_run import run_seq2seq, tiny_config, write_config
 
-from seq2seq.checkpoint import load_trained
-from seq2seq.cli import main
-from seq2seq.search import SearchSettings, max_output_lengths
-from seq2seq.translator import translate_lines
+from seq2seq.commands.main import main
+from seq2seq.inference.checkpoint import load_trained
+from seq2seq.inference.search import SearchSettings, max_output_lengths
+from seq2seq.inference.translator import translate_lines
 
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed (pip install -e '.[export]')"
 )
 
-from seq2seq.ct2_translate import (  # noqa: E402
+from seq2seq.inference.ct2_translate import (  # noqa: E402
     NEAR_ZERO_PENALTY,
     _hypotheses,
     load_export,
     translate_pieces,
     translate_stream_ct2,
 )
-from seq2seq.export import POSITIONS, export_ctranslate2  # noqa: E402
+from seq2seq.inference.export import POSITIONS, export_ctranslate2  # noqa: E402
 
 # A limit no test translation reaches: there the two searches are the same by construction
 # (at the limit seq2seq forces EOS and CTranslate2 does not).

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import seq2seq.atomic
-from seq2seq.atomic import atomic_output, remove_stale_temps, write_atomically
-from seq2seq.cli import main
+import seq2seq.files.atomic
+from seq2seq.commands.main import main
 from seq2seq.errors import OutputError
+from seq2seq.files.atomic import atomic_output, remove_stale_temps, write_atomically
 
 ERROR = "seq2seq: error: "
 
@@ -40,7 +40,7 @@ def open_on_full_disk(path, mode="r", *args, **kwargs):
 @pytest.fixture
 def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every atomic write finds the disk full after 10 bytes."""
-    monkeypatch.setattr(seq2seq.atomic, "open", open_on_full_disk, raising=False)
+    monkeypatch.setattr(seq2seq.files.atomic, "open", open_on_full_disk, raising=False)
 
 
 def only_file(folder: Path) -> list[str]:
@@ -170,7 +170,7 @@ def test_temporary_files_of_killed_runs_are_removed_at_the_next_start(trained_ru
 
 
 def test_the_first_checkpoint_save_removes_stale_checkpoint_temps(tmp_path):
-    from seq2seq.checkpoint_io import SafeCheckpointIO
+    from seq2seq.training.checkpoint_io import SafeCheckpointIO
 
     stale = tmp_path / f".epoch03-bleu1.00.ckpt.{dead_pid()}.tmp"
     stale.write_bytes(b"PK")

@@ -15,11 +15,11 @@ from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 
 import seq2seq
 from seq2seq.attention import Attention
-from seq2seq.cli import main
-from seq2seq.command_line import COMMANDS
+from seq2seq.commands.fit import Seq2SeqCLI
+from seq2seq.commands.main import main
+from seq2seq.commands.options import COMMANDS
 from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.model import EncoderDecoder
-from seq2seq.training_cli import Seq2SeqCLI
 
 EVERY_COMMAND = {"fit", "validate", "test", *COMMANDS}
 

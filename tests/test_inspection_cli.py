@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from seq2seq.checkpoint import load_trained
-from seq2seq.cli import main
+from seq2seq.commands.main import main
+from seq2seq.inference.checkpoint import load_trained
 from seq2seq.inspection.pipeline import InspectOptions, inspect_attention
 from seq2seq.inspection.word_alignments import grow_diag, read_gold, read_links
 

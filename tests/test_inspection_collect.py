@@ -10,8 +10,10 @@ import torch
 from matplotlib.figure import Figure
 
 from seq2seq.attention import LocalAttention, MultiHeadAttention
-from seq2seq.checkpoint import Trained, load_trained
 from seq2seq.errors import DataError
+from seq2seq.inference.checkpoint import Trained, load_trained
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import translate_lines
 from seq2seq.inspection.collect import (
     EOS_LABEL,
     LocalWindowProbe,
@@ -23,8 +25,6 @@ from seq2seq.inspection.collect import (
 from seq2seq.inspection.heatmap import draw_sentence, draw_windows, sentence_figure
 from seq2seq.inspection.words import words
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.search import SearchSettings
-from seq2seq.translator import translate_lines
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 from seq2seq.errors import DataError
 from seq2seq.inspection.word_alignments import (
     GoldAlignment,

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from pytorch_lightning.cli import LightningCLI
 
-from seq2seq.command_line import TRAINING_COMMANDS
-from seq2seq.training_cli import Seq2SeqCLI
+from seq2seq.commands.fit import Seq2SeqCLI
+from seq2seq.commands.options import TRAINING_COMMANDS
 
 TRAINING_STACK = ("pytorch_lightning", "lightning_fabric", "torchmetrics", "datasets")
 
-# Runs seq2seq.cli.main(ARGS) in a fresh interpreter, then prints the imported modules'
+# Runs seq2seq.commands.main.main(ARGS) in a fresh interpreter, then prints the imported modules'
 # names as JSON on the last line of stdout (main may end in sys.exit(0) or return).
 PROGRAM = """
 import json, sys
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 try:
     main(json.loads(sys.argv[1]))
 finally:

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from seq2seq.loss import label_smoothed_nll
+from seq2seq.training.loss import label_smoothed_nll
 
 # Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.
 pytestmark = pytest.mark.usefixtures("on_device")

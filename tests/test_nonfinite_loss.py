@@ -12,7 +12,7 @@ import pytorch_lightning as pl
 import torch
 from tiny_run import tiny_config, write_config
 
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 
 pytestmark = pytest.mark.slow  # fits
 

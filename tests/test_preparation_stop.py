@@ -26,7 +26,7 @@ import os, sys, time
 from pathlib import Path
 import seq2seq.data.encode_pool as encode_pool
 import seq2seq.tokenizer as tokenizer
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 
 marker = Path(sys.argv[2])
 
@@ -96,7 +96,7 @@ def test_a_signal_while_preparing_the_data_ends_fit_in_one_line(tmp_path, phase,
     assert not [p.name for p in cache.glob("tokens/*") if p.name.endswith((".part", ".npy"))]
 
     again = subprocess.run(
-        [sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(config)],
+        [sys.executable, "-m", "seq2seq", "fit", "--config", str(config)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]

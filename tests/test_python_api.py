@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import seq2seq
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO_ROOT / "docs" / "notebooks").glob("*.ipynb"))

@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 from tiny_run import tiny_config, write_config
 
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 from seq2seq.data.batching import Batch, collate
 from seq2seq.data.demo_corpus import write_corpus
-from seq2seq.loss import symmetric_kl
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.task import TranslationTask
 from seq2seq.tokenizer import VocabSettings, Vocabulary
+from seq2seq.training.loss import symmetric_kl
+from seq2seq.training.task import TranslationTask
 from seq2seq.transformer import Transformer
 
 SENTENCES = ["one two three four", "five six", "seven eight nine", "ten"] * 10

@@ -16,11 +16,11 @@ import pytest
 import torch
 import yaml
 
-from seq2seq.checkpoint import build_model
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 from seq2seq.data.datamodule import TranslationDataModule
+from seq2seq.inference.checkpoint import build_model
+from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import VocabSpec
-from seq2seq.search import SearchSettings, translate_batch
 from seq2seq.tokenizer import VocabSettings
 
 MULTI30K = Path(__file__).resolve().parents[1] / "configs" / "multi30k"

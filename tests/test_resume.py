@@ -17,9 +17,9 @@ import yaml
 from test_recipes import printed_config, recipe_files
 from tiny_run import run_seq2seq
 
-from seq2seq.checkpoint_io import SafeCheckpointIO
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 from seq2seq.data.demo_corpus import write_corpus
+from seq2seq.training.checkpoint_io import SafeCheckpointIO
 
 pytestmark = pytest.mark.slow  # fits stopped and resumed
 
@@ -83,7 +83,7 @@ def with_callback(config: Path, **pause: object) -> Path:
 def fit(config: Path, *extra: str) -> subprocess.Popen:
     tests = str(Path(__file__).parent)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{tests}:{os.getcwd()}"}
-    command = [sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(config), *extra]
+    command = [sys.executable, "-m", "seq2seq", "fit", "--config", str(config), *extra]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
 

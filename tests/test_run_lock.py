@@ -15,11 +15,11 @@ import pytest
 import yaml
 from tiny_run import run_seq2seq, tiny_config, write_config
 
-from seq2seq.run_lock import FolderLock, RunLockedError, claim_version
+from seq2seq.training.run_lock import FolderLock, RunLockedError, claim_version
 
 pytestmark = pytest.mark.slow  # fits in several processes
 
-HOLD = "import sys, time; from seq2seq.run_lock import FolderLock; FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)"  # noqa: E501
+HOLD = "import sys, time; from seq2seq.training.run_lock import FolderLock; FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)"  # noqa: E501
 
 
 def shipped_layout_config(tmp_path: Path, corpus: Path) -> Path:
@@ -95,7 +95,7 @@ def test_two_runs_in_one_root_started_together_do_not_clobber(trained_run, tmp_p
     write_config(config, settings)
     tests = str(Path(__file__).parent)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{tests}:{os.getcwd()}"}
-    command = [sys.executable, "-m", "seq2seq.cli", "fit", "--config", str(config)]
+    command = [sys.executable, "-m", "seq2seq", "fit", "--config", str(config)]
     runs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) for _ in "ab"]
     deadline = time.monotonic() + 300
     while all(run.poll() is None for run in runs):

@@ -3,9 +3,7 @@
 import pytest
 import torch
 
-from seq2seq.model import VocabSpec
-from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.search import (
+from seq2seq.inference.search import (
     BLOCK,
     SearchSettings,
     _beam,
@@ -14,6 +12,8 @@ from seq2seq.search import (
     max_output_lengths,
     translate_batch,
 )
+from seq2seq.model import VocabSpec
+from seq2seq.rnn import RNNSeq2Seq
 
 # Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.
 pytestmark = pytest.mark.usefixtures("on_device")

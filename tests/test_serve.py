@@ -23,8 +23,8 @@ import pytest
 from tiny_run import run_seq2seq
 
 import seq2seq
+from seq2seq.commands.serve import model_name
 from seq2seq.inspection.words import words
-from seq2seq.serve.command import model_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 needs_serve_extra = pytest.mark.skipif(
@@ -69,7 +69,7 @@ class Server:
         args = ["serve", "--ckpt", str(ckpt), "--port", str(self.port), *options]
         with open(log, "w") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "seq2seq.cli", *args],
+                [sys.executable, "-m", "seq2seq", *args],
                 stdout=out, stderr=subprocess.STDOUT, env=_env(), start_new_session=True,
             )  # fmt: skip
 
@@ -107,13 +107,13 @@ def server(trained_run, tmp_path_factory) -> Iterator[Server]:
 
 
 def test_other_commands_do_not_import_the_server_stack_and_serve_names_the_extra(trained_run):
-    """`import seq2seq.cli` loads no FastAPI, uvicorn or pydantic; without FastAPI, `serve`
-    says in one line what to install."""
+    """`import seq2seq.commands.main` loads no FastAPI, uvicorn or pydantic; without FastAPI,
+    `serve` says in one line what to install."""
     code = (
-        "import sys, seq2seq.cli, seq2seq.translate_commands, seq2seq.serve.command\n"
+        "import sys, seq2seq.commands.main, seq2seq.commands.translate, seq2seq.commands.serve\n"
         "print(sorted(m for m in ('fastapi', 'uvicorn', 'pydantic') if m in sys.modules))\n"
         "sys.modules['fastapi'] = None\n"
-        f"seq2seq.cli.main(['serve', '--ckpt', {str(trained_run['ckpt'])!r}])"
+        f"seq2seq.commands.main.main(['serve', '--ckpt', {str(trained_run['ckpt'])!r}])"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120

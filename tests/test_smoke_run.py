@@ -10,7 +10,7 @@ import pytest
 import yaml
 from test_recipes import COMPOSITIONS, recipe_files
 
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 
 pytestmark = pytest.mark.slow  # a fit of every shipped config
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 from test_attention import VARIANTS, Variant
 
+from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.search import SearchSettings, translate_batch
 from seq2seq.speedups.beam_shared_source import follow_sentences, ungroup_weights
 from seq2seq.speedups.switch import VARIABLE
 from seq2seq.transformer import Transformer

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
+from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import VocabSpec
-from seq2seq.search import SearchSettings, translate_batch
 from seq2seq.speedups import onednn_linear
 from seq2seq.speedups.onednn_linear import linear, onednn_linears
 from seq2seq.speedups.switch import VARIABLE

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 from seq2seq.errors import Seq2SeqError
 from seq2seq.speedups import cpu_dropout, onednn_linear
 from seq2seq.speedups.malloc import keep_freed_memory

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from seq2seq.checkpoint import load_trained
-from seq2seq.search import SearchSettings
-from seq2seq.translator import translate_lines, translate_stream
+from seq2seq.inference.checkpoint import load_trained
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import translate_lines, translate_stream
 
 TIMEOUT = 120  # seconds; only so that a broken test fails instead of hanging
 
@@ -20,7 +20,7 @@ def translate_process(ckpt: Path, *args: str) -> subprocess.Popen:
     """`seq2seq translate` reading a pipe we write and writing a pipe we read."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "seq2seq.cli", "translate", "--ckpt", str(ckpt), *args],
+        [sys.executable, "-m", "seq2seq", "translate", "--ckpt", str(ckpt), *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -67,7 +67,7 @@ def test_head_of_a_long_translation_exits_quietly(trained_run: dict, tmp_path: P
     source = tmp_path / "long.en"
     source.write_text("\n".join(lines * 200) + "\n")
     script = (
-        f"{sys.executable} -m seq2seq.cli translate --ckpt {trained_run['ckpt']} --beam 1 "
+        f"{sys.executable} -m seq2seq translate --ckpt {trained_run['ckpt']} --beam 1 "
         f"--max-tokens 64 --input {source} | head -n 1; echo status ${{PIPESTATUS[0]}} >&2"
     )
     result = subprocess.run(

@@ -8,10 +8,10 @@ import pytest
 import torch
 from tiny_run import SIZES, tiny_config, write_config
 
-from seq2seq.cli import main
+from seq2seq.commands.main import main
 from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.errors import Seq2SeqError
-from seq2seq.schedule import WarmupThenDecay
+from seq2seq.training.schedule import WarmupThenDecay
 
 
 def test_warmup_rises_linearly_then_decays_as_inverse_sqrt():

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
+from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import VocabSpec
-from seq2seq.search import SearchSettings, translate_batch
 from seq2seq.transformer import PositionalEncoding, Transformer, sinusoidal_table
 
 # Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.

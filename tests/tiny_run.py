@@ -62,7 +62,7 @@ def run_seq2seq(*args: str, stdin: str = "", timeout: float = 300) -> subprocess
     tests = str(Path(__file__).parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
     with subprocess.Popen(
-        [sys.executable, "-m", "seq2seq.cli", *args],
+        [sys.executable, "-m", "seq2seq", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

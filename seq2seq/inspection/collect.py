@@ -36,11 +36,13 @@ from torch.utils.hooks import RemovableHandle
 from tqdm.auto import tqdm
 
 from seq2seq.attention.luong import LocalAttention
-from seq2seq.checkpoint import Trained
 from seq2seq.data.batching import TokenBucketBatchSampler, collate
 from seq2seq.errors import DataError
-from seq2seq.search import SearchSettings
-from seq2seq.translator import translate_lines
+from seq2seq.inference.checkpoint import Trained
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import translate_lines
+from seq2seq.inspection.maps import normalise_rows, summary_map
+from seq2seq.inspection.words import merge_to_words, word_spans, words
 
 EOS_LABEL = "</s>"
 
@@ -226,3 +228,14 @@ def translation_attention(
     tgt_ids = [t.hypotheses[0].tokens for t in translations]
     texts = [(t.source, t.text) for t in translations]
     return forced_attention(trained, src_ids, tgt_ids, texts, max_tokens, progress)
+
+
+def word_attention(
+    sentence: SentenceAttention, layer: int | None
+) -> tuple[Tensor, Tensor, list[str]]:
+    """(piece rows [T_i - 1, S_i] normalised, without the target EOS row; word map [Tw, Sw]
+    without either EOS; the source words)."""
+    rows = normalise_rows(summary_map(sentence.weights, layer)[:-1])
+    src, tgt = sentence.src_pieces[:-1], sentence.tgt_pieces[:-1]
+    word_map = merge_to_words(rows[:, :-1], word_spans(tgt), word_spans(src))
+    return rows, word_map, words(src)

@@ -26,18 +26,18 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torch import Tensor
-
-from seq2seq.atomic import output_folder, write_atomically
-from seq2seq.checkpoint import Trained
+from seq2seq.files.atomic import output_folder, write_atomically
+from seq2seq.inference.checkpoint import Trained
+from seq2seq.inference.search import SearchSettings
 from seq2seq.inspection.collect import (
     SentenceAttention,
     head_axes,
     reference_attention,
     translation_attention,
+    word_attention,
 )
 from seq2seq.inspection.heatmap import draw_sentence
-from seq2seq.inspection.maps import check_layer_choice, normalise_rows, summary_map
+from seq2seq.inspection.maps import check_layer_choice
 from seq2seq.inspection.report import write_report
 from seq2seq.inspection.stats import CorpusStats, SentenceStats, sentence_stats
 from seq2seq.inspection.word_alignments import (
@@ -49,8 +49,6 @@ from seq2seq.inspection.word_alignments import (
     symmetrize,
     transpose,
 )
-from seq2seq.inspection.words import merge_to_words, word_spans, words
-from seq2seq.search import SearchSettings
 
 log = logging.getLogger("seq2seq")
 
@@ -84,17 +82,6 @@ class Inspection:
     heatmaps: list[Path]
     files: list[Path]
     summary: dict[str, float | int | None]
-
-
-def word_attention(
-    sentence: SentenceAttention, layer: int | None
-) -> tuple[Tensor, Tensor, list[str]]:
-    """(piece rows [T_i - 1, S_i] normalised, without the target EOS row; word map [Tw, Sw]
-    without either EOS; the source words)."""
-    rows = normalise_rows(summary_map(sentence.weights, layer)[:-1])
-    src, tgt = sentence.src_pieces[:-1], sentence.tgt_pieces[:-1]
-    word_map = merge_to_words(rows[:, :-1], word_spans(tgt), word_spans(src))
-    return rows, word_map, words(src)
 
 
 @dataclass

@@ -17,13 +17,12 @@ from typing import Any
 
 import torch
 
-from seq2seq.checkpoint import Trained
-from seq2seq.inspection.collect import SentenceAttention, forced_attention
+from seq2seq.inference.checkpoint import Trained
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import Translation, translate_lines
+from seq2seq.inspection.collect import SentenceAttention, forced_attention, word_attention
 from seq2seq.inspection.maps import as_layers_heads, summary_map
-from seq2seq.inspection.pipeline import word_attention
 from seq2seq.inspection.word_alignments import extract_links, format_pharaoh
-from seq2seq.search import SearchSettings
-from seq2seq.translator import Translation, translate_lines
 
 DECIMALS = 4  # attention weights in answers are rounded to this many decimals
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.utilities.model_summary import get_human_readable_count
 
-from seq2seq.stopping import ResumableCheckpoint
+from seq2seq.training.stopping import ResumableCheckpoint
 
 log = logging.getLogger("seq2seq")
 

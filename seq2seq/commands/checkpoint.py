@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from seq2seq.checkpoint import (
+from seq2seq.commands.options import check_output_file, check_output_folder, command
+from seq2seq.inference.checkpoint import (
     average_checkpoints,
     check_checkpoint_path,
     load_trained,
     save_checkpoint,
 )
-from seq2seq.command_line import check_output_file, check_output_folder, command
-from seq2seq.export import Quantization
+from seq2seq.inference.export import Quantization
 
 
 @command
@@ -48,7 +48,7 @@ def export(
         quantization: type of the stored weights (int8: about 4 times smaller and faster on
             CPUs)
     """
-    from seq2seq.export import export_ctranslate2, import_ctranslate2
+    from seq2seq.inference.export import export_ctranslate2, import_ctranslate2
 
     check_checkpoint_path(ckpt)
     check_output_folder(out)

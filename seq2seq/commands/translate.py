@@ -1,6 +1,6 @@
 """The commands that translate: translate (text in, translations out) and evaluate (a test
 set translated and scored). Each function marked ``@command`` is a command of ``seq2seq``:
-its parameters are the command's options, its docstring their help (``command_line.py``).
+its parameters are the command's options, its docstring their help (``options.py``).
 
 The scores (sacrebleu, sacremoses) are imported by evaluate alone, and CTranslate2 only when
 an export is opened, so that translate starts with little more than torch.
@@ -17,17 +17,17 @@ from typing import Annotated
 
 import torch
 
-from seq2seq.arriving_lines import arriving_lines
-from seq2seq.atomic import atomic_output, write_atomically
-from seq2seq.command_line import (
-    Range,
-    UsageError,
+from seq2seq.commands.options import (
     check_input_file,
     check_output_file,
     check_parallel,
     command,
 )
-from seq2seq.decoding import (
+from seq2seq.errors import OutputError, UsageError
+from seq2seq.files.arriving_lines import arriving_lines
+from seq2seq.files.atomic import atomic_output, write_atomically
+from seq2seq.files.text_lines import iter_lines, read_lines
+from seq2seq.inference.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
     DecodeOptions,
@@ -35,9 +35,8 @@ from seq2seq.decoding import (
     check_model_options,
     open_decoder,
 )
-from seq2seq.errors import OutputError
-from seq2seq.text_lines import iter_lines, read_lines
-from seq2seq.translator import Translation
+from seq2seq.inference.translator import Translation
+from seq2seq.ranges import Range
 
 
 @command

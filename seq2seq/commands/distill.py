@@ -14,9 +14,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from seq2seq.atomic import atomic_folder
-from seq2seq.command_line import UsageError, check_parallel, command
-from seq2seq.decoding import (
+from seq2seq.commands.options import check_parallel, command
+from seq2seq.errors import DataError, OutputError, UsageError
+from seq2seq.files.atomic import atomic_folder
+from seq2seq.files.text_lines import iter_lines
+from seq2seq.inference.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
     DecodeOptions,
@@ -24,8 +26,6 @@ from seq2seq.decoding import (
     ModelOptions,
     open_decoder,
 )
-from seq2seq.errors import DataError, OutputError
-from seq2seq.text_lines import iter_lines
 
 MANIFEST = "distill.json"
 

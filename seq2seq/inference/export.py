@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 from torch import Tensor, nn
 
-from seq2seq.checkpoint import Trained
 from seq2seq.errors import OutputError, Seq2SeqError
+from seq2seq.inference.checkpoint import Trained
 from seq2seq.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seq2seq.transformer import DecoderLayer, EncoderLayer, Transformer, sinusoidal_table
 

@@ -1,7 +1,7 @@
 """``seq2seq fit|validate|test``: Lightning's CLI over ``TranslationTask`` and
 ``TranslationDataModule``.
 
-Only these commands import Lightning: ``seq2seq.cli`` imports this module when one of them
+Only these commands import Lightning: ``seq2seq.commands.main`` imports this module when one of them
 is asked for, so that translating, evaluating and the other commands start without the
 training stack.
 """
@@ -18,26 +18,26 @@ from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, Throughp
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
-from seq2seq.checkpoint import read_checkpoint
-from seq2seq.command_line import DESCRIPTION, TRAINING_COMMANDS, print_usage_error
+from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, print_usage_error
 from seq2seq.data.datamodule import TranslationDataModule
-from seq2seq.distributed import bound_collective_waits
-from seq2seq.fit_summary import FitSummary
-from seq2seq.quiet import quiet_lightning
-from seq2seq.resume import (
+from seq2seq.inference.checkpoint import read_checkpoint
+
+# --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
+# when the parser is built, so every model family is imported here.
+from seq2seq.rnn import RNNSeq2Seq
+from seq2seq.training.distributed import bound_collective_waits
+from seq2seq.training.fit_summary import FitSummary
+from seq2seq.training.quiet import quiet_lightning
+from seq2seq.training.resume import (
     REPLACE_OPTION,
     check_new_run,
     checkpoint_dir,
     checkpoint_to_resume,
     remove_checkpoints,
 )
-
-# --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
-# when the parser is built, so every model family is imported here.
-from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.run_lock import RunLock, claim_version
-from seq2seq.stopping import GracefulStop, PreparationStop, ResumableCheckpoint
-from seq2seq.task import TranslationTask, batch_sentences, batch_target_tokens
+from seq2seq.training.run_lock import RunLock, claim_version
+from seq2seq.training.stopping import GracefulStop, PreparationStop, ResumableCheckpoint
+from seq2seq.training.task import TranslationTask, batch_sentences, batch_target_tokens
 from seq2seq.transformer import Transformer
 
 MODEL_FAMILIES = (RNNSeq2Seq, Transformer)
@@ -251,7 +251,7 @@ def run_lightning(args: list[str] | None) -> None:
             # The bucketed batch sampler shards batches across processes itself.
             trainer_defaults={
                 "use_distributed_sampler": False,
-                "plugins": [{"class_path": "seq2seq.checkpoint_io.SafeCheckpointIO"}],
+                "plugins": [{"class_path": "seq2seq.training.checkpoint_io.SafeCheckpointIO"}],
                 # logs train|items_per_sec: real target tokens per second
                 "callbacks": [
                     ThroughputMonitor(batch_sentences, batch_target_tokens, window_size=20),

@@ -1,9 +1,9 @@
 """The ``seq2seq`` command.
 
-``seq2seq fit|validate|test --config C`` is Lightning's CLI (``training_cli.py``), imported
+``seq2seq fit|validate|test --config C`` is Lightning's CLI (``commands/fit.py``), imported
 only for those commands; the other commands are the functions marked ``@command`` in the
 ``*_command(s).py`` modules imported below, read by jsonargparse
-(``command_line.py``) and run without the training stack. A mistake in the user's input
+(``commands/options.py``) and run without the training stack. A mistake in the user's input
 ends with one line on stderr and exit status 1 (2 for the command line), not a traceback.
 """
 
@@ -20,26 +20,25 @@ from jsonargparse import ArgumentParser
 
 # isort: off
 # The modules of the @command functions, imported in the order of the command list.
-import seq2seq.translate_commands  # noqa: F401
-import seq2seq.checkpoint_commands  # noqa: F401
-import seq2seq.corpus_command  # noqa: F401
-import seq2seq.distill_command  # noqa: F401
-import seq2seq.attention_commands  # noqa: F401
-import seq2seq.serve.command  # noqa: F401
+import seq2seq.commands.translate  # noqa: F401
+import seq2seq.commands.checkpoint  # noqa: F401
+import seq2seq.commands.corpus  # noqa: F401
+import seq2seq.commands.distill  # noqa: F401
+import seq2seq.commands.attention  # noqa: F401
+import seq2seq.commands.serve  # noqa: F401
 
 # isort: on
-from seq2seq.command_line import (
+from seq2seq.commands.options import (
     COMMANDS,
     DESCRIPTION,
     TRAINING_COMMANDS,
     OneLineParser,
-    UsageError,
     call_with_options,
     command_parser,
     print_usage_error,
     summary,
 )
-from seq2seq.errors import Seq2SeqError
+from seq2seq.errors import Seq2SeqError, UsageError
 from seq2seq.speedups.malloc import keep_freed_memory
 
 BROKEN_PIPE_STATUS = 128 + 13  # what a shell reports for a process ended by SIGPIPE
@@ -139,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         keep_freed_memory()  # faster CPU training; off with SEQ2SEQ_PLAIN=malloc
         if args and args[0] in TRAINING_COMMANDS:
-            from seq2seq.training_cli import run_lightning  # Lightning: for training only
+            from seq2seq.commands.fit import run_lightning  # Lightning: for training only
 
             run_lightning(argv)
         else:
@@ -150,7 +149,3 @@ def main(argv: list[str] | None = None) -> None:
     except Seq2SeqError as error:
         print(f"seq2seq: error: {error}", file=sys.stderr)
         sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()

@@ -7,12 +7,13 @@ from __future__ import annotations
 import builtins
 from typing import Annotated, Literal
 
-from seq2seq.checkpoint import Trained, check_checkpoint_path, load_trained
-from seq2seq.command_line import Range, check_output_folder, check_parallel, command
-from seq2seq.decoding import DecodeOptions, check_ensemble_weights, search_settings
-from seq2seq.ensemble import load_ensemble
+from seq2seq.commands.options import check_output_folder, check_parallel, command
 from seq2seq.errors import Seq2SeqError
-from seq2seq.text_lines import read_lines
+from seq2seq.files.text_lines import read_lines
+from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
+from seq2seq.inference.decoding import DecodeOptions, check_ensemble_weights, search_settings
+from seq2seq.inference.ensemble import load_ensemble
+from seq2seq.ranges import Range
 
 GREEDY_SEARCH = DecodeOptions(beam=1)  # what attention draws unless --beam says otherwise
 
@@ -66,8 +67,8 @@ def attention(
         len: number of positions for --positional-encoding
     """
     from seq2seq.inspection.pipeline import InspectOptions, inspect_attention
+    from seq2seq.inspection.positional_encoding import plot_positional_encoding
     from seq2seq.inspection.stats import format_summary
-    from seq2seq.positional_encoding_plot import plot_positional_encoding
 
     check_output_folder(out)
     if positional_encoding:

@@ -11,14 +11,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated
 
-from seq2seq.checkpoint import Trained, check_checkpoint_path
-from seq2seq.command_line import Range, UsageError
-from seq2seq.ensemble import load_ensemble, normalised_weights
-from seq2seq.search import SearchSettings
-from seq2seq.translator import Translation, translate_lines, translate_stream
+from seq2seq.errors import UsageError
+from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
+from seq2seq.inference.ensemble import load_ensemble, normalised_weights
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import Translation, translate_lines, translate_stream
+from seq2seq.ranges import Range
 
 if TYPE_CHECKING:
-    from seq2seq.ct2_translate import Exported
+    from seq2seq.inference.ct2_translate import Exported
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ class ExportDecoder(Decoder):
         return self.exported.tgt_lang
 
     def stream(self, lines: Iterable[str | None], progress: bool) -> Iterator[Translation]:
-        from seq2seq.ct2_translate import translate_stream_ct2
+        from seq2seq.inference.ct2_translate import translate_stream_ct2
 
         return translate_stream_ct2(
             self.exported, lines, self.search, self.options.max_tokens, progress=progress,
@@ -200,7 +201,7 @@ def open_decoder(
     ``--ctranslate2``, with the search ``options`` make of its own."""
     check_model_options(command, model)
     if model.ctranslate2 is not None:
-        from seq2seq.ct2_translate import check_search, load_export
+        from seq2seq.inference.ct2_translate import check_search, load_export
 
         exported = load_export(model.ctranslate2, workers=model.ctranslate2_workers)
         search = search_settings(options, exported.search, n_best)

@@ -9,11 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from seq2seq.checkpoint import check_checkpoint_path
-from seq2seq.command_line import Range, command
-from seq2seq.decoding import BEAM_SEARCH, DecodeOptions, check_ensemble_weights, search_settings
-from seq2seq.ensemble import load_ensemble
+from seq2seq.commands.options import command
 from seq2seq.errors import Seq2SeqError
+from seq2seq.inference.checkpoint import check_checkpoint_path
+from seq2seq.inference.decoding import (
+    BEAM_SEARCH,
+    DecodeOptions,
+    check_ensemble_weights,
+    search_settings,
+)
+from seq2seq.inference.ensemble import load_ensemble
+from seq2seq.ranges import Range
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
 

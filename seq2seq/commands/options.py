@@ -16,18 +16,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
-import math
 import sys
 import types
 from collections.abc import Callable, Sized
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin, get_type_hints
 
 import docstring_parser
 from jsonargparse import ArgumentParser, DefaultHelpFormatter
 
-from seq2seq.errors import DataError, OutputError, Seq2SeqError
+from seq2seq.errors import DataError, OutputError
+from seq2seq.ranges import Range
 
 DESCRIPTION = (
     "Neural machine translation with pluggable, inspectable attention. fit, validate and "
@@ -56,11 +55,6 @@ def command(function: Callable[..., None]) -> Callable[..., None]:
     return function
 
 
-class UsageError(Seq2SeqError):
-    """Options that do not go together (found by the command before any work): like a
-    parse error, one line and status 2."""
-
-
 def print_usage_error(message: str, command: str) -> None:
     """``seq2seq: error: MESSAGE (see COMMAND --help)`` on stderr, on one line."""
     one_line = " ".join(message.split())
@@ -87,53 +81,6 @@ class OneLineParser(ArgumentParser):
         parser = getattr(ex, "subcommand_parser", None) or self
         print_usage_error(message, parser.prog)
         sys.exit(2)
-
-
-@dataclass(frozen=True)
-class Range:
-    """The range of a numeric option, in ``Annotated[int, Range(1)]``: ``minimum`` ..
-    ``maximum`` (either may be None; ``above``/``below`` exclude the bound itself)."""
-
-    minimum: float | None = None
-    maximum: float | None = None
-    above: bool = False
-    below: bool = False
-
-    def words(self, kind: type) -> str:
-        """The accepted values in words: 'an integer >= 1', 'a number in (0, 1]'."""
-        noun = "an integer" if kind is int else "a number"
-        low, high = self.minimum, self.maximum
-        if low is not None and high is not None:
-            opening, closing = "(" if self.above else "[", ")" if self.below else "]"
-            return f"{noun} in {opening}{low:g}, {high:g}{closing}"
-        if low is not None:
-            return f"{noun} {'>' if self.above else '>='} {low:g}"
-        if high is not None:
-            return f"{noun} {'<' if self.below else '<='} {high:g}"
-        return noun
-
-    def contains(self, value: float) -> bool:
-        low, high = self.minimum, self.maximum
-        if low is not None and (value <= low if self.above else value < low):
-            return False
-        return high is None or (value < high if self.below else value <= high)
-
-    def parser(self, kind: type[int] | type[float]) -> Callable[[str], int | float]:
-        """What reads the option's text: a number of ``kind`` within the range, or an error
-        that says the range."""
-
-        def parse(text: str) -> int | float:
-            try:
-                value = kind(text)
-            except ValueError:
-                raise argparse.ArgumentTypeError(
-                    f"must be {self.words(kind)}, got {text!r}"
-                ) from None
-            if not math.isfinite(value) or not self.contains(value):
-                raise argparse.ArgumentTypeError(f"must be {self.words(kind)}, got {text}")
-            return value
-
-        return parse
 
 
 def _unwrap(hint: Any) -> tuple[Any, Range | None]:

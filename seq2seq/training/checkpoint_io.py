@@ -1,4 +1,4 @@
-"""How the Trainer writes and reads checkpoints: through ``seq2seq.checkpoint``.
+"""How the Trainer writes and reads checkpoints: through ``seq2seq.inference.checkpoint``.
 
 Lightning's Trainer saves and loads through a ``CheckpointIO`` plugin; this one hands both
 to the toolkit's own checkpoint functions, so that the Trainer's checkpoints are written
@@ -16,7 +16,7 @@ from typing import Any
 
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from seq2seq.checkpoint import read_checkpoint, save_checkpoint
+from seq2seq.inference.checkpoint import read_checkpoint, save_checkpoint
 
 
 class SafeCheckpointIO(TorchCheckpointIO):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from seq2seq.command_line import command
+from seq2seq.commands.options import command
 
 
 @command
