@@ -12,6 +12,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs two workers on two cores
+    os.environ["OMP_NUM_THREADS"] = "1"  # for the commands the tests start, too
+    torch.set_num_threads(1)
 from tiny_run import SIZES, tiny_config, write_config  # noqa: E402
 
 from seq2seq.commands.main import main  # noqa: E402
