@@ -11,11 +11,19 @@ PACKAGE = REPO_ROOT / "seq2seq"
 
 
 def layout_lines() -> list[str]:
-    """The lines of the README's layout block (the fenced block after ``## Layout``)."""
+    """The entries of the README's layout block (the fenced block after ``## Layout``), one
+    per name: a line indented deeper than the entries (a description's continuation) is
+    joined to the entry above it."""
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Layout", 1)[1]
     block = section.split("```", 2)[1]
-    return block.splitlines()
+    entries: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("   ") and entries:
+            entries[-1] += " " + line.strip()
+        else:
+            entries.append(line)
+    return entries
 
 
 def described(name: str, lines: list[str]) -> str | None:
