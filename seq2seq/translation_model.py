@@ -173,6 +173,21 @@ class TranslationModel:
         """The target language the model was trained for (None: not recorded)."""
         raise NotImplementedError
 
+    @property
+    def src_lang(self) -> str | None:
+        """The source language the model was trained for (None: not recorded)."""
+        return None
+
+    @property
+    def heads(self) -> tuple[int, ...] | None:
+        """The axes of its attention (``()`` one map, ``(H,)`` heads, ``(L, H)`` layers and
+        heads); None: the model keeps no attention (an export)."""
+        return None
+
+    def source_pieces(self, text: str) -> int:
+        """How many SentencePiece pieces ``text`` is as a source (EOS not counted)."""
+        raise NotImplementedError
+
     def stream(
         self,
         lines: Iterable[str | None],
@@ -276,6 +291,17 @@ class CheckpointModel(TranslationModel):
     def tgt_lang(self) -> str | None:
         return self.trained.tgt_lang
 
+    @property
+    def src_lang(self) -> str | None:
+        return self.trained.src_lang
+
+    @property
+    def heads(self) -> tuple[int, ...]:
+        return head_axes(self.trained)
+
+    def source_pieces(self, text: str) -> int:
+        return len(self.trained.vocab.src.encode(text))
+
     def stream(
         self,
         lines: Iterable[str | None],
@@ -325,6 +351,9 @@ class ExportModel(TranslationModel):
     @property
     def tgt_lang(self) -> str | None:
         return self.exported.tgt_lang
+
+    def source_pieces(self, text: str) -> int:
+        return len(self.exported.src.encode(text))
 
     def stream(
         self,

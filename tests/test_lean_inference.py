@@ -47,8 +47,23 @@ def assert_lean(imported: set[str]) -> None:
     assert not imported & set(TRAINING_STACK), sorted(imported & set(TRAINING_STACK))
 
 
-def test_translate_imports_no_training_stack(trained_run: dict) -> None:
-    assert_lean(imported_by(["translate", "--ckpt", str(trained_run["ckpt"])], "twenty-one\n"))
+def test_translate_imports_no_training_stack_and_no_matplotlib(trained_run: dict) -> None:
+    imported = imported_by(["translate", "--ckpt", str(trained_run["ckpt"])], "twenty-one\n")
+    assert_lean(imported)
+    assert "matplotlib" not in imported
+
+
+def test_the_server_imports_no_training_stack_and_no_matplotlib() -> None:
+    pytest.importorskip("fastapi")
+    program = (
+        "import json, sys; import seq2seq.commands.serve, seq2seq.serve.app; "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    imported = {name.partition(".")[0] for name in json.loads(done.stdout.splitlines()[-1])}
+    assert "fastapi" in imported and "matplotlib" not in imported
+    assert not imported & set(TRAINING_STACK), sorted(imported & set(TRAINING_STACK))
 
 
 def first_lines(path: Path, out: Path) -> str:

@@ -62,11 +62,11 @@ def request(url: str, body: bytes | dict | None = None) -> tuple[int, dict]:
 class Server:
     """`seq2seq serve` in a process of its own, its output in a log file."""
 
-    def __init__(self, ckpt: Path, log: Path, *options: str):
+    def __init__(self, ckpt: Path, log: Path, *options: str, model_option: str = "--ckpt"):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        args = ["serve", "--ckpt", str(ckpt), "--port", str(self.port), *options]
+        args = ["serve", model_option, str(ckpt), "--port", str(self.port), *options]
         with open(log, "w") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "seq2seq", *args],
@@ -418,3 +418,50 @@ def test_the_page_translates_draws_and_highlights_in_a_browser(
     assert not browser.find_elements(By.CSS_SELECTOR, "#sentence-0 .src .tok.hl")
     selector.select_by_visible_text("layer 2, head 1")
     assert outlined_after_hovering(1) == _outlined(attention["heads"], 1, [2]) != []
+
+
+@pytest.fixture(scope="module")
+def export_server(trained_transformer, tmp_path_factory) -> Iterator[tuple[Server, Path]]:
+    """The session's tiny Transformer exported to CTranslate2 and served, beam 2."""
+    pytest.importorskip("ctranslate2")
+    from seq2seq.inference.checkpoint import load_trained
+    from seq2seq.inference.export import export_ctranslate2
+
+    folder = tmp_path_factory.mktemp("served-export")
+    exported = export_ctranslate2(load_trained(trained_transformer), folder / "tiny-export")
+    running = Server(exported, folder / "server.log", "--beam", "2", model_option="--ctranslate2")
+    try:
+        running.wait_until_up()
+        yield running, exported
+    finally:
+        running.stop()
+
+
+@needs_serve_extra
+def test_an_export_is_served_as_the_translate_command_translates_with_it(
+    export_server, trained_run
+):
+    server, exported = export_server
+    lines = [*_lines(trained_run, 6), ""]
+    cli = run_seq2seq(
+        "translate", "--ctranslate2", str(exported), "--beam", "2", "--n-best", "2",
+        stdin="".join(line + "\n" for line in lines),
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    status, answer = request(server.url + "/translate", {"text": lines, "beam": 2, "n_best": 2})
+    assert status == 200
+    assert _nbest_lines(answer["results"]) == cli.stdout.splitlines()
+    health = request(server.url + "/health")[1]
+    assert health["model"] == "tiny-export" and health["tgt_lang"] == "de"
+
+
+@needs_serve_extra
+def test_an_export_refuses_alignment_and_attention_in_one_line(export_server):
+    server, _ = export_server
+    for asked in ("alignment", "attention"):
+        status, answer = request(server.url + "/translate", {"text": ["one"], asked: True})
+        assert status == 422
+        assert answer == {
+            "error": "alignment and attention need a checkpoint: this server's model is a "
+            "CTranslate2 export, which keeps no attention"
+        }

@@ -11,15 +11,15 @@ from typing import Annotated
 
 from seq2seq.commands.options import command
 from seq2seq.errors import Seq2SeqError
-from seq2seq.inference.checkpoint import check_checkpoint_path
 from seq2seq.inference.decoding import (
     BEAM_SEARCH,
+    NO_MODEL,
     DecodeOptions,
-    check_ensemble_weights,
-    search_settings,
+    ModelOptions,
+    check_model_options,
 )
-from seq2seq.inference.ensemble import load_ensemble
 from seq2seq.ranges import Range
+from seq2seq.translation_model import load
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
 
@@ -28,9 +28,12 @@ def model_name(checkpoints: list[str]) -> str:
     """What the server calls a model it was given as ``checkpoints``, without their paths:
     each one's run folder (``runs/NAME/checkpoints/last.ckpt``, or an older run's
     ``runs/NAME/logs/version_0/checkpoints/last.ckpt``: NAME), else its file name without
-    ``.ckpt``; an ensemble's members joined by `` + ``."""
+    ``.ckpt`` (an export: its folder's name); an ensemble's members joined by `` + ``."""
     names = []
     for checkpoint in map(Path, checkpoints):
+        if checkpoint.is_dir():  # a CTranslate2 export
+            names.append(checkpoint.absolute().name)
+            continue
         folder = checkpoint.absolute().parent
         if folder.name != "checkpoints":
             names.append(checkpoint.stem)
@@ -42,8 +45,7 @@ def model_name(checkpoints: list[str]) -> str:
 
 @command
 def serve(
-    ckpt: list[str],
-    ensemble_weight: list[float] | None = None,
+    model: ModelOptions = NO_MODEL,
     decode: DecodeOptions = BEAM_SEARCH,
     host: str = "127.0.0.1",
     port: Annotated[int, Range(1, 65535)] = 8000,
@@ -56,16 +58,17 @@ def serve(
 ) -> None:
     """Serve translations, alignments and attention over HTTP.
 
-    The model (or ensemble) is loaded once, POST /translate answers JSON requests
+    The model (checkpoints, an ensemble or a CTranslate2 export) is loaded once, through
+    the Python API's seq2seq.load; POST /translate answers JSON requests
     (translations, scores, word alignments, attention maps), requests that arrive together
     are translated in one batch; GET /health, API documentation at /docs. SIGTERM answers
     the requests in flight, then exits. Needs the `serve` extra (pip install
     'seq2seq[serve]').
 
     Args:
-        ckpt: checkpoint written by `seq2seq fit`; repeat it to serve an ensemble
-        ensemble_weight: with several --ckpt, the members' weights, one per --ckpt in the
-            same order (scaled to sum to 1; default: equal)
+        model: --ckpt (repeat it to serve an ensemble, weighted by --ensemble-weight) or
+            --ctranslate2 (an export, int8 included; it keeps no attention, so requests
+            for alignments or attention maps are refused)
         decode: the search and its batches (--beam: a request's beam when it names none)
         host: address to listen on
         port: port to listen on
@@ -90,14 +93,18 @@ def serve(
             f"seq2seq serve needs the serve extra ({error.name} is not installed): "
             "pip install 'seq2seq[serve]'"
         ) from None
-    check_ensemble_weights(ckpt, ensemble_weight)
-    for path in ckpt:
-        check_checkpoint_path(path)
+    check_model_options("seq2seq serve", model)
     if decode.beam > max_beam:
         raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {max_beam}")
-    trained = load_ensemble(ckpt, weights=ensemble_weight)  # once, before the port is opened
-    engine = Engine(trained, search_settings(decode, trained.search), decode.max_tokens,
-                    decode.max_source_len)  # fmt: skip
+    paths = [model.ctranslate2] if model.ctranslate2 is not None else model.ckpt or []
+    opened = load(  # once, before the port is opened
+        paths, weights=model.ensemble_weight, max_tokens=decode.max_tokens,
+        max_source_len=decode.max_source_len, workers=model.ctranslate2_workers,
+        beam=decode.beam, length_penalty=decode.length_penalty,
+        max_len_ratio=decode.max_len_ratio, max_len_offset=decode.max_len_offset,
+        bf16=decode.bf16,
+    )  # fmt: skip
+    engine = Engine(opened)
     limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
-    options = ServerOptions(limits, max_concurrent, batch_wait_ms / 1000, name or model_name(ckpt))
+    options = ServerOptions(limits, max_concurrent, batch_wait_ms / 1000, name or model_name(paths))
     serve_forever(engine, options, host, port)

@@ -29,7 +29,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from seq2seq import __version__
 from seq2seq.errors import Seq2SeqError
-from seq2seq.inspection.collect import head_axes
 from seq2seq.serve.batcher import Batcher
 from seq2seq.serve.engine import Engine, SearchKey, Sentence
 from seq2seq.serve.page import live_page
@@ -101,6 +100,12 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
                 f"busy: {options.max_concurrent} requests are in flight (--max-concurrent); "
                 "try again",
             )
+        if (body.alignment or body.attention) and not engine.has_attention:
+            raise HTTPException(
+                422,
+                "alignment and attention need a checkpoint: this server's model is a "
+                "CTranslate2 export, which keeps no attention",
+            )
         in_flight += 1
         try:
             sentences = [Sentence(text, body.alignment, body.attention) for text in body.text]
@@ -116,7 +121,7 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
             in_flight -= 1
         return {"results": results}
 
-    layers, heads = (1, 1, *head_axes(engine.trained))[-2:]  # () (H,) (L, H) -> L, H
+    layers, heads = (1, 1, *(engine.model.heads or ()))[-2:]  # () (H,) (L, H) -> L, H
     page = live_page(
         f"seq2seq: {options.model}", layers, heads,
         options.limits.default_beam, options.limits.max_beam,
@@ -130,14 +135,14 @@ def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
     @app.get("/health", response_model=Health)
     async def health() -> Health:
         """The model is loaded and the server answers."""
-        trained = engine.trained
+        model = engine.model
         return Health(
             status="ok",
             model_loaded=True,
             version=__version__,
             model=options.model,
-            src_lang=trained.src_lang,
-            tgt_lang=trained.tgt_lang,
+            src_lang=model.src_lang,
+            tgt_lang=model.tgt_lang,
             in_flight=in_flight,
             batches=batcher.batches,
             sentences_per_batch=round(batcher.sentences / max(batcher.batches, 1), 2),

@@ -1,6 +1,8 @@
 """One group of sentences translated with the loaded model, as the batcher's worker runs it.
 
-The translations are ``translate_lines``'s, the very code ``seq2seq translate`` runs; word
+The model is a ``TranslationModel`` (``seq2seq.load``: checkpoints, an ensemble or a
+CTranslate2 export), and the translations are its ``translate_all``, the very code
+``seq2seq translate`` runs; word
 alignments and attention maps are those ``seq2seq attention`` computes: the model's own
 hypothesis teacher-forced on its source (``alignment.collect.forced_attention``), the
 summary map over layers and heads, merged into words, one argmax link per target word.
@@ -17,12 +19,12 @@ from typing import Any
 
 import torch
 
-from seq2seq.inference.checkpoint import Trained
-from seq2seq.inference.search import SearchSettings
-from seq2seq.inference.translator import Translation, translate_lines
+from seq2seq.errors import Seq2SeqError
+from seq2seq.inference.translator import Translation
 from seq2seq.inspection.collect import SentenceAttention, forced_attention, word_attention
 from seq2seq.inspection.maps import as_layers_heads, summary_map
 from seq2seq.inspection.word_alignments import extract_links, format_pharaoh
+from seq2seq.translation_model import CheckpointModel, TranslationModel
 
 DECIMALS = 4  # attention weights in answers are rounded to this many decimals
 
@@ -48,32 +50,33 @@ class Engine:
     """The loaded model and how it searches; ``run`` is called on one thread only.
 
     Args:
-        trained: the model (or ensemble) and its vocabularies.
-        search: the search settings; a request sets the beam and n-best of its copy.
-        max_tokens: source pieces per batch, padding included.
-        max_source_len: longer sources are cut to this many pieces (as ``translate`` does).
+        model: the model opened by ``seq2seq.load``: its search (a request sets the beam
+            and n-best of a copy), its batches' size (``max_tokens`` source pieces, padding
+            included) and its longest source (``max_source_len`` pieces: longer ones are
+            cut, as ``translate`` does).
     """
 
-    def __init__(self, trained: Trained, search: SearchSettings, max_tokens: int,
-                 max_source_len: int):  # fmt: skip
-        self.trained = trained
-        self.search = search
-        self.max_tokens = max_tokens
-        self.max_source_len = max_source_len
+    def __init__(self, model: TranslationModel):
+        self.model = model
+        self.search = model.search
+        self.max_tokens = model.max_tokens
+        self.max_source_len = model.max_source_len
+
+    @property
+    def has_attention(self) -> bool:
+        """Alignments and attention maps can be asked for (not of an export)."""
+        return isinstance(self.model, CheckpointModel)
 
     def size(self, text: str) -> int:
         """A sentence's cost in a batch: its source pieces and EOS."""
-        pieces = len(self.trained.vocab.src.encode(text)) if text.strip() else 0
+        pieces = self.model.source_pieces(text) if text.strip() else 0
         return min(pieces, self.max_source_len) + 1
 
     def run(self, key: SearchKey, sentences: Sequence[Sentence]) -> list[dict[str, Any]]:
         """Translate ``sentences`` with ``key``'s search: one answer each (see
         ``schema.SentenceTranslation``), in their order."""
         search = dataclasses.replace(self.search, beam_size=key.beam, n_best=key.n_best)
-        translations = translate_lines(
-            self.trained, [s.text for s in sentences], search, self.max_tokens,
-            max_source_len=self.max_source_len,
-        )  # fmt: skip
+        translations = self.model.translate_all([s.text for s in sentences], search=search)
         inspected = self._inspect(sentences, translations)
         answers = []
         for i, (sentence, translation) in enumerate(zip(sentences, translations, strict=True)):
@@ -104,11 +107,14 @@ class Engine:
         ]
         if not wanted:
             return {}
-        src = self.trained.vocab.src.encode_batch([sentences[i].text for i, _ in wanted])
+        if not isinstance(self.model, CheckpointModel):  # the app refuses such requests
+            raise Seq2SeqError("a CTranslate2 export keeps no attention")
+        trained = self.model.trained
+        src = trained.vocab.src.encode_batch([sentences[i].text for i, _ in wanted])
         src_ids = [ids[: self.max_source_len] for ids in src]
         tgt_ids = [translations[i].hypotheses[k].tokens for i, k in wanted]
         texts = [(sentences[i].text, translations[i].texts[k]) for i, k in wanted]
-        stream = forced_attention(self.trained, src_ids, tgt_ids, texts, self.max_tokens)
+        stream = forced_attention(trained, src_ids, tgt_ids, texts, self.max_tokens)
         return {wanted[sentence.index]: sentence for sentence in stream}
 
 
