@@ -1,13 +1,15 @@
 """`seq2seq serve` under load: 1, 8 and 32 clients on 127.0.0.1 for a fixed time each.
 
-The server (this checkout's code) loads the checkpoint once; for each number of clients,
-that many threads each send one line of ``--src`` per ``POST /translate``, waiting for each
-answer, until ``--seconds`` have passed. Per level: requests answered and failed, p50 and
-p99 latency, sentences/s, the server's peak RSS (VmHWM, reset before each level where the
-kernel allows) and sentences per batch of the dynamic batcher. The server is always killed.
+The server (this checkout's code) loads the checkpoint (or a CTranslate2 export) once; for
+each number of clients, that many threads each send one line of ``--src`` per ``POST
+/translate``, waiting for each answer, until ``--seconds`` have passed. Per level: requests
+answered and failed, p50 and p99 latency, sentences/s, the server's peak RSS (VmHWM, reset
+before each level where the kernel allows) and sentences per batch of the dynamic batcher.
+The server is always killed.
 
     python scripts/bench_serve.py --ckpt runs/x/checkpoints/last.ckpt \\
         --src data/multi30k/test_2016_flickr.en.gz --out runs/bench/serve.json
+    python scripts/bench_serve.py --ctranslate2 runs/x/ct2-int8 --src ... --out ...
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ def call(url: str, body: dict | None = None) -> tuple[int, dict]:
         return error.code, {"error": error.read().decode(errors="replace")}
 
 
-def start_server(ckpt: Path, port: int, extra: list[str], log: Path) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "seq2seq", "serve", "--ckpt", str(ckpt)]
+def start_server(model: list[str], port: int, extra: list[str], log: Path) -> subprocess.Popen:
+    """``seq2seq serve MODEL`` (``--ckpt C`` or ``--ctranslate2 DIR``) on ``port``."""
+    argv = [sys.executable, "-m", "seq2seq", "serve", *model]
     argv += ["--host", "127.0.0.1", "--port", str(port), *extra]
     env = {
         **os.environ,
@@ -136,7 +139,9 @@ def load(url: str, lines: list[str], clients: int, seconds: float, beam: int | N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ckpt", type=Path, required=True)
+    model = parser.add_mutually_exclusive_group(required=True)
+    model.add_argument("--ckpt", type=Path)
+    model.add_argument("--ctranslate2", type=Path, help="a CTranslate2 export instead")
     parser.add_argument("--src", type=Path, required=True, help="sentences, one per line")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--seconds", type=float, default=20.0, help="per number of clients")
@@ -151,7 +156,8 @@ def main() -> None:
     log = args.out.with_suffix(".server.log")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start_server(args.ckpt, port, shlex.split(args.serve_args), log)
+    served = ["--ckpt", str(args.ckpt)] if args.ckpt else ["--ctranslate2", str(args.ctranslate2)]
+    server = start_server(served, port, shlex.split(args.serve_args), log)
     try:
         wait_until_up(server, url, log)
         load(url, lines, 1, min(3.0, args.seconds), args.beam)  # warm-up, not recorded
@@ -174,7 +180,7 @@ def main() -> None:
         server.wait(timeout=60)
     base = levels[0]["sentences_per_s"] if levels and levels[0]["clients"] == 1 else None
     result = {
-        "ckpt": str(args.ckpt),
+        "model": served,
         "src": str(args.src),
         "sentences": len(lines),
         "seconds_per_level": args.seconds,
