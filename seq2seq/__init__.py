@@ -8,7 +8,8 @@ The Python API (docs/python.md):
     model.attention("forty-two").plot()
 
 Names are imported on first use, so ``import seq2seq`` (and every command that does not
-need them) stays as light as the command line needs: no Lightning, no matplotlib.
+need them) stays as light as the command line needs: no Lightning (``seq2seq.fit`` brings
+it), no matplotlib.
 
 The attention modules and model families are imported from where they live
 (``from seq2seq.attention import AdditiveAttention``, ``seq2seq.transformer.Transformer``),
@@ -34,6 +35,8 @@ _EXPORTS = {  # name -> the module that defines it
     "Attention": "seq2seq.translation_model",
     "Evaluation": "seq2seq.translation_model",
     "SearchSettings": "seq2seq.inference.search",
+    # train from Python as `seq2seq fit` does
+    "fit": "seq2seq.commands.fit",
     # the masks every attention module uses, and the Transformer's positions
     "masked_softmax": "seq2seq.masking",
     "sequence_mask": "seq2seq.masking",
@@ -47,6 +50,7 @@ _EXPORTS = {  # name -> the module that defines it
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from seq2seq.commands.fit import fit as fit
     from seq2seq.errors import Seq2SeqError as Seq2SeqError
     from seq2seq.inference.search import SearchSettings as SearchSettings
     from seq2seq.inspection.heatmap import heatmap as heatmap

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_run import tiny_config, write_config
 
 import seq2seq
 from seq2seq.commands.main import main
@@ -88,6 +89,26 @@ def test_attention_is_arrays_and_a_figure_with_every_layer_and_head(
     assert len(maps) == 2 + layers * heads  # a layer's and every layer's mean above them
 
 
+@pytest.mark.slow  # a Lightning fit
+def test_fit_trains_from_python_as_the_command_does(
+    trained_run: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``seq2seq.fit`` runs the command's fit on the same config and returns its chosen
+    checkpoint; a second run into that folder is the command's refusal, as an exception."""
+    config = tiny_config(tmp_path, trained_run["corpus"])
+    config["trainer"]["max_epochs"] = 1
+    path = write_config(tmp_path / "tiny.yaml", config)
+    best = seq2seq.fit(path, options=["--model.lr", "0.004"])
+    assert best.parent == tmp_path / "run" / "checkpoints" and best.is_file()
+    lines = sources(trained_run, 4)
+    expected = command_translations(
+        capsys, "--ckpt", str(best), "--input", str(trained_run["corpus"] / "test.en")
+    )[:4]
+    assert seq2seq.load(best).translate(lines) == expected
+    with pytest.raises(seq2seq.Seq2SeqError, match="--replace_checkpoints"):
+        seq2seq.fit(path)
+
+
 def test_a_missing_checkpoint_is_the_commands_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(seq2seq.Seq2SeqError, match="nope.ckpt"):
         seq2seq.load(tmp_path / "nope.ckpt")
@@ -95,7 +116,9 @@ def test_a_missing_checkpoint_is_the_commands_one_line_error(tmp_path: Path) -> 
 
 @pytest.mark.slow  # a Jupyter kernel runs each notebook top to bottom
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
-def test_the_notebook_runs_top_to_bottom(notebook: Path, tmp_path: Path) -> None:
+def test_the_notebook_runs_top_to_bottom(
+    notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     book = nbformat.read(notebook, as_version=4)
@@ -103,6 +126,8 @@ def test_the_notebook_runs_top_to_bottom(notebook: Path, tmp_path: Path) -> None
         "notebooks are committed without outputs"
     )
     os.environ.setdefault("MPLBACKEND", "Agg")
+    monkeypatch.setenv("SEQ2SEQ_NOTEBOOK_QUICK", "1")  # small corpora, one epoch
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # what a notebook writes stays in the test's folder
     client = nbclient.NotebookClient(
         book, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )

@@ -12,8 +12,24 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "python.md"
 DEMO_CKPT = "runs/demo/checkpoints/best.ckpt"
 
 
-def examples() -> list[str]:
+NOTEBOOK = DOC.parent / "notebooks" / "train-and-align.ipynb"
+TRAINS = "seq2seq.fit("  # an example that trains: the notebook runs that call (quickly)
+
+
+def all_examples() -> list[str]:
     return re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
+
+
+def examples() -> list[str]:
+    """The examples run here: all but the one that trains for minutes."""
+    return [code for code in all_examples() if TRAINS not in code]
+
+
+def test_the_training_example_is_what_the_notebook_runs() -> None:
+    (training,) = [code for code in all_examples() if TRAINS in code]
+    assert 'seq2seq.fit(\n    "configs/demo.yaml"' in training
+    notebook = NOTEBOOK.read_text(encoding="utf-8")
+    assert "seq2seq.fit(" in notebook and '\\"configs\\" / \\"demo.yaml\\"' in notebook
 
 
 def test_the_page_has_its_examples() -> None:

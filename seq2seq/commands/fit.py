@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -20,6 +21,7 @@ from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, print_usage_error
 from seq2seq.data.datamodule import TranslationDataModule
+from seq2seq.errors import Seq2SeqError
 from seq2seq.inference.checkpoint import read_checkpoint
 
 # --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
@@ -238,12 +240,12 @@ class Seq2SeqCLI(LightningCLI):
         )
 
 
-def run_lightning(args: list[str] | None) -> None:
-    """Lightning's CLI on ``args`` (None: the process's own command line)."""
+def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
+    """Lightning's CLI on ``args`` (None: the process's own command line), run."""
     quiet_lightning()
     bound_collective_waits()
     with PreparationStop() as preparation_stop:  # signals until the data are ready
-        Seq2SeqCLI(
+        return Seq2SeqCLI(
             TranslationTask,
             TranslationDataModule,
             save_config_callback=ConfigIntoCheckpoint,
@@ -274,3 +276,24 @@ def run_lightning(args: list[str] | None) -> None:
             args=args,
             auto_configure_optimizers=False,
         )
+
+
+def fit(*configs: str | Path, options: Sequence[str] = ()) -> Path:
+    """Train from Python as ``seq2seq fit --config C ... OPTIONS`` does: the same configs,
+    Lightning run, checkpoints, logs and refusals. Returns the checkpoint to translate with:
+    the best by the config's monitored score, else the last.
+
+        best = seq2seq.fit("configs/demo.yaml", options=["--trainer.max_epochs", "2"])
+        seq2seq.load(best).translate("forty-two")
+
+    A mistake in the data, a checkpoint or the run folder raises ``Seq2SeqError`` with the
+    command's one-line message; a mistake in the options themselves prints that line and
+    raises ``SystemExit(2)``, as the command exits.
+    """
+    args = ["fit", *(a for config in configs for a in ("--config", str(config))), *options]
+    cli = run_lightning(args)
+    callback = cli.trainer.checkpoint_callback
+    chosen = (callback.best_model_path or callback.last_model_path) if callback else ""
+    if not chosen:
+        raise Seq2SeqError("the run wrote no checkpoint (fast_dev_run, or no checkpointing?)")
+    return Path(chosen)
