@@ -117,7 +117,7 @@ def test_a_missing_checkpoint_is_the_commands_one_line_error(tmp_path: Path) -> 
 @pytest.mark.slow  # a Jupyter kernel runs each notebook top to bottom
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_the_notebook_runs_top_to_bottom(
-    notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -128,9 +128,39 @@ def test_the_notebook_runs_top_to_bottom(
     os.environ.setdefault("MPLBACKEND", "Agg")
     monkeypatch.setenv("SEQ2SEQ_NOTEBOOK_QUICK", "1")  # small corpora, one epoch
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # what a notebook writes stays in the test's folder
+    if notebook.stem == "compare-attention":  # Multi30k's models: the session's tiny ones here
+        trained_run = request.getfixturevalue("trained_run")
+        monkeypatch.setenv("SEQ2SEQ_MULTI30K", str(trained_run["corpus"]))
+        monkeypatch.setenv("SEQ2SEQ_RNN_CKPT", str(trained_run["ckpt"]))
+        monkeypatch.setenv(
+            "SEQ2SEQ_TRANSFORMER_CKPT", str(request.getfixturevalue("trained_transformer"))
+        )
+        monkeypatch.setenv("SEQ2SEQ_SENTENCES", "8")
     client = nbclient.NotebookClient(
         book, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
     client.execute()
     errors = [o for c in book.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert errors == []
+    printed = "".join(o.get("text", "") for c in book.cells for o in c.get("outputs", []))
+    assert "skipped" not in printed  # every notebook ran its whole path
+
+
+@pytest.mark.slow  # a Jupyter kernel
+def test_the_comparison_notebook_says_what_is_missing_and_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    book = nbformat.read(REPO_ROOT / "docs" / "notebooks" / "compare-attention.ipynb", 4)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("SEQ2SEQ_MULTI30K", str(tmp_path / "no-corpus"))
+    monkeypatch.setenv("SEQ2SEQ_RNN_CKPT", str(tmp_path / "no.ckpt"))
+    client = nbclient.NotebookClient(
+        book, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()
+    printed = "".join(o.get("text", "") for c in book.cells for o in c.get("outputs", []))
+    assert "skipped, missing: the Multi30k corpus" in printed
+    assert "the RNN checkpoint" in printed
+    assert not any(o.output_type == "error" for c in book.cells for o in c.get("outputs", []))
