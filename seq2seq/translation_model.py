@@ -387,6 +387,7 @@ def load(
     max_tokens: int = 4096,
     max_source_len: int = 512,
     workers: int = 1,
+    export: bool | None = None,
     **search: Any,
 ) -> TranslationModel:
     """Open a model to translate with.
@@ -400,6 +401,8 @@ def load(
         max_tokens: source pieces per batch, padding included.
         max_source_len: longer sources are cut to this many pieces, with a warning.
         workers: an export's batches translated side by side (CTranslate2's inter_threads).
+        export: True: ``model`` is an export's folder (a folder that is not one is an error
+            saying so); None: a folder holding CTranslate2's ``model.bin`` is one.
         search: the search to use unless a call says otherwise (``beam``, ``n_best``,
             ``length_penalty``, ``max_len_ratio``, ``max_len_offset``, ``bf16``); unset
             ones keep the model's own (its config's test search).
@@ -407,7 +410,9 @@ def load(
     paths = [model] if isinstance(model, str | Path) else list(model)
     if not paths:
         raise Seq2SeqError("no model given: a checkpoint, several, or an export's folder")
-    if len(paths) == 1 and is_export(paths[0]):
+    if export and len(paths) != 1:
+        raise Seq2SeqError(f"an export is one folder, got {len(paths)} paths")
+    if export or (export is None and len(paths) == 1 and is_export(paths[0])):
         if weights is not None:
             raise Seq2SeqError("ensemble weights apply to several checkpoints, not an export")
         from seq2seq.inference.ct2_translate import load_export

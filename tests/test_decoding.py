@@ -1,5 +1,6 @@
-"""Opening a model for decoding: the options' search over the model's own, one model source
-checked before any loading, and a checkpoint's two ways of translating agreeing."""
+"""Opening a command's model (``open_model``, through ``seq2seq.load``): the options' search
+over the model's own, one model source checked before any loading, and a checkpoint's two
+ways of translating agreeing."""
 
 from __future__ import annotations
 
@@ -7,20 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from seq2seq.commands.model import open_model
 from seq2seq.errors import Seq2SeqError, UsageError
-from seq2seq.inference.decoding import (
-    CheckpointDecoder,
-    DecodeOptions,
-    ModelOptions,
-    check_model_options,
-    open_decoder,
-)
+from seq2seq.inference.decoding import DecodeOptions, ModelOptions, check_model_options
+from seq2seq.translation_model import CheckpointModel
 
 
 def test_a_decoder_searches_with_the_models_settings_changed_by_the_options(trained_run: dict):
     options = DecodeOptions(beam=3, max_len_ratio=2.0)
-    decoder = open_decoder("translate", ModelOptions([str(trained_run["ckpt"])]), options, n_best=2)
-    assert isinstance(decoder, CheckpointDecoder)
+    decoder = open_model("translate", ModelOptions([str(trained_run["ckpt"])]), options, n_best=2)
+    assert isinstance(decoder, CheckpointModel)
     assert (decoder.search.beam_size, decoder.search.n_best) == (3, 2)
     assert decoder.search.max_len_ratio == 2.0
     assert decoder.search.length_penalty == decoder.trained.search.length_penalty  # unset
@@ -33,7 +30,7 @@ def test_streamed_and_all_at_once_translations_agree(trained_run: dict):
     lines = (trained_run["corpus"] / "test.en").read_text().splitlines()[:40]
     lines[5] = ""  # a blank line: an empty translation either way
     options = DecodeOptions(beam=3)
-    decoder = open_decoder("translate", ModelOptions([str(trained_run["ckpt"])]), options, n_best=3)
+    decoder = open_model("translate", ModelOptions([str(trained_run["ckpt"])]), options, n_best=3)
     arriving = [*lines[:7], None, *lines[7:]]  # the input paused after line 7
     streamed = list(decoder.stream(arriving, progress=False))
     at_once = decoder.translate_all(lines)
@@ -66,4 +63,4 @@ def test_each_checkpoint_is_checked_before_any_is_loaded(trained_run: dict, tmp_
     missing = tmp_path / "nope.ckpt"
     with pytest.raises(Seq2SeqError, match="checkpoint not found"):
         both = ModelOptions([str(trained_run["ckpt"]), str(missing)])
-        open_decoder("translate", both, DecodeOptions())
+        open_model("translate", both, DecodeOptions())

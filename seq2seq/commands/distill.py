@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from seq2seq.commands.model import open_model
 from seq2seq.commands.options import check_parallel, command
 from seq2seq.errors import DataError, OutputError, UsageError
 from seq2seq.files.atomic import atomic_folder
@@ -22,10 +23,9 @@ from seq2seq.inference.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
     DecodeOptions,
-    Decoder,
     ModelOptions,
-    open_decoder,
 )
+from seq2seq.translation_model import TranslationModel
 
 MANIFEST = "distill.json"
 
@@ -106,7 +106,7 @@ def distill(
     if keep_originals:
         check_parallel(str(sources), range(count), str(targets), range(count_lines(targets)))
     copies = other_splits(data_dir, train_split, src_lang, tgt_lang)
-    teacher = open_decoder("distill", model, decode)
+    teacher = open_model("distill", model, decode)
     if teacher.tgt_lang not in (None, tgt_lang):
         raise UsageError(f"--tgt-lang {tgt_lang}: the teacher translates into {teacher.tgt_lang}")
     with atomic_folder(out_dir) as folder:
@@ -137,7 +137,7 @@ def count_lines(path: Path) -> int:
 
 
 def write_distilled(
-    teacher: Decoder, sources: Path, count: int, src_out: Path, tgt_out: Path
+    teacher: TranslationModel, sources: Path, count: int, src_out: Path, tgt_out: Path
 ) -> None:
     """Each of the ``count`` lines of ``sources`` to ``src_out`` and the teacher's
     translation of it to ``tgt_out``, pair by pair, with a progress bar."""

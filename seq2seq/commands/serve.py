@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+from seq2seq.commands.model import open_model
 from seq2seq.commands.options import command
 from seq2seq.errors import Seq2SeqError
 from seq2seq.inference.decoding import (
@@ -16,10 +17,8 @@ from seq2seq.inference.decoding import (
     NO_MODEL,
     DecodeOptions,
     ModelOptions,
-    check_model_options,
 )
 from seq2seq.ranges import Range
-from seq2seq.translation_model import load
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
 
@@ -93,17 +92,10 @@ def serve(
             f"seq2seq serve needs the serve extra ({error.name} is not installed): "
             "pip install 'seq2seq[serve]'"
         ) from None
-    check_model_options("seq2seq serve", model)
     if decode.beam > max_beam:
         raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {max_beam}")
+    opened = open_model("seq2seq serve", model, decode)  # once, before the port is opened
     paths = [model.ctranslate2] if model.ctranslate2 is not None else model.ckpt or []
-    opened = load(  # once, before the port is opened
-        paths, weights=model.ensemble_weight, max_tokens=decode.max_tokens,
-        max_source_len=decode.max_source_len, workers=model.ctranslate2_workers,
-        beam=decode.beam, length_penalty=decode.length_penalty,
-        max_len_ratio=decode.max_len_ratio, max_len_offset=decode.max_len_offset,
-        bf16=decode.bf16,
-    )  # fmt: skip
     engine = Engine(opened)
     limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
     options = ServerOptions(limits, max_concurrent, batch_wait_ms / 1000, name or model_name(paths))

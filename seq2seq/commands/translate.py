@@ -17,6 +17,7 @@ from typing import Annotated
 
 import torch
 
+from seq2seq.commands.model import open_model
 from seq2seq.commands.options import (
     check_input_file,
     check_output_file,
@@ -33,7 +34,6 @@ from seq2seq.inference.decoding import (
     DecodeOptions,
     ModelOptions,
     check_model_options,
-    open_decoder,
 )
 from seq2seq.inference.translator import Translation
 from seq2seq.ranges import Range
@@ -71,9 +71,9 @@ def translate(
     check_model_options("translate", model)  # the cheap checks before any work
     check_input_file(input)
     check_output_file(output)
-    decoder = open_decoder("translate", model, decode, n_best)  # before reading
+    opened = open_model("translate", model, decode, n_best)  # before reading
     lines = iter_lines(input) if input else arriving_lines(sys.stdin.buffer)
-    translations = decoder.stream(lines, progress)
+    translations = opened.stream(lines, progress)
     if not output:
         _write_to_stdout(translations, n_best)
         return
@@ -139,20 +139,20 @@ def evaluate(
     check_input_file(src)
     check_input_file(ref)
     check_output_file(output)
-    decoder = open_decoder("evaluate", model, decode)
+    opened = open_model("evaluate", model, decode)
     sources, refs = read_lines(src), read_lines(ref)
     check_parallel(src, sources, ref, refs)
     start = time.perf_counter()
-    hyps = [t.text for t in decoder.translate_all(sources)]
+    hyps = [t.text for t in opened.translate_all(sources, progress=True)]
     seconds = time.perf_counter() - start
     if output:
         text = "".join(h + "\n" for h in hyps).encode("utf-8")
         write_atomically(output, lambda file: file.write(text))
     scores = score_corpus(hyps, refs)
-    lang = lang or decoder.tgt_lang
+    lang = lang or opened.tgt_lang
     if lang:
         scores["bleu_literature"] = literature_bleu(hyps, refs, lang)
-    penalty = decoder.search.length_penalty
+    penalty = opened.search.length_penalty
     decoding = {
         "sentences": len(sources),
         "seconds": round(seconds, 3),

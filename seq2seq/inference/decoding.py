@@ -1,25 +1,22 @@
 """What every command that translates shares: its search options (``DecodeOptions``), the
-search they make of a model's own (``search_settings``), and the model (``ModelOptions``),
-checkpoints or a CTranslate2 export, opened as one ``Decoder`` (``open_decoder``).
-
-CTranslate2 is imported only when an export is opened: ``ctranslate2`` is an optional extra.
-"""
+search they make of a model's own (``search_settings``), and the model (``ModelOptions``:
+checkpoints or a CTranslate2 export) with the checks that need no loading
+(``check_model_options``). ``seq2seq.commands.model.open_model`` opens it with
+``seq2seq.load``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated
 
 from seq2seq.errors import UsageError
-from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
-from seq2seq.inference.ensemble import load_ensemble, normalised_weights
+from seq2seq.inference.checkpoint import check_checkpoint_path
+from seq2seq.inference.ensemble import normalised_weights
 from seq2seq.inference.search import SearchSettings
-from seq2seq.inference.translator import Translation, translate_lines, translate_stream
 from seq2seq.ranges import Range
 
 if TYPE_CHECKING:
-    from seq2seq.inference.ct2_translate import Exported
+    pass
 
 
 @dataclass(frozen=True)
@@ -95,77 +92,6 @@ def search_settings(
     return replace(configured, **changes)
 
 
-@dataclass(frozen=True)
-class Decoder:
-    """A model opened for translating, with the search the options made of its own; the
-    engine's subclass says how it translates.
-
-    Attributes:
-        search: the model's search changed by the options (``search_settings``)
-        options: the options, for the batches' sizes
-    """
-
-    search: SearchSettings
-    options: DecodeOptions
-
-    @property
-    def tgt_lang(self) -> str | None:
-        """The target language the model was trained for (None: not recorded)."""
-        raise NotImplementedError
-
-    def stream(self, lines: Iterable[str | None], progress: bool) -> Iterator[Translation]:
-        """The translations of ``lines`` as they come, in input order, translated in chunks
-        (a ``None`` in ``lines``: the input paused, so the chunk ends early)."""
-        raise NotImplementedError
-
-    def translate_all(self, lines: Sequence[str]) -> list[Translation]:
-        """The translations of all ``lines``, in their order, with a progress bar."""
-        return list(self.stream(lines, progress=True))
-
-
-@dataclass(frozen=True)
-class CheckpointDecoder(Decoder):
-    """Checkpoints (one model, or several as an ensemble) searched by seq2seq."""
-
-    trained: Trained
-
-    @property
-    def tgt_lang(self) -> str | None:
-        return self.trained.tgt_lang
-
-    def stream(self, lines: Iterable[str | None], progress: bool) -> Iterator[Translation]:
-        return translate_stream(
-            self.trained, lines, self.search, self.options.max_tokens, progress=progress,
-            max_source_len=self.options.max_source_len,
-        )  # fmt: skip
-
-    def translate_all(self, lines: Sequence[str]) -> list[Translation]:
-        """Batched by length over all of ``lines`` at once, not chunk by chunk."""
-        return translate_lines(
-            self.trained, lines, self.search, self.options.max_tokens, progress=True,
-            max_source_len=self.options.max_source_len,
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ExportDecoder(Decoder):
-    """A CTranslate2 export, searched by CTranslate2 under seq2seq's search semantics."""
-
-    exported: Exported
-
-    @property
-    def tgt_lang(self) -> str | None:
-        return self.exported.tgt_lang
-
-    def stream(self, lines: Iterable[str | None], progress: bool) -> Iterator[Translation]:
-        from seq2seq.inference.ct2_translate import translate_stream_ct2
-
-        return translate_stream_ct2(
-            self.exported, lines, self.search, self.options.max_tokens, progress=progress,
-            max_source_len=self.options.max_source_len,
-        )  # fmt: skip
-
-
 def check_ensemble_weights(ckpt: list[str] | None, ensemble_weight: list[float] | None) -> None:
     """``--ensemble-weight``, if given, is one weight >= 0 per ``--ckpt``, not all 0."""
     if ensemble_weight is None:
@@ -191,22 +117,3 @@ def check_model_options(command: str, model: ModelOptions) -> None:
     check_ensemble_weights(model.ckpt, model.ensemble_weight)
     for path in model.ckpt or []:
         check_checkpoint_path(path)
-
-
-def open_decoder(
-    command: str, model: ModelOptions, options: DecodeOptions, n_best: int = 1
-) -> Decoder:
-    """The model of a ``command`` that decodes, checked (``check_model_options``) and
-    loaded: the checkpoints of ``--ckpt`` (several: an ensemble) or the export of
-    ``--ctranslate2``, with the search ``options`` make of its own."""
-    check_model_options(command, model)
-    if model.ctranslate2 is not None:
-        from seq2seq.inference.ct2_translate import check_search, load_export
-
-        exported = load_export(model.ctranslate2, workers=model.ctranslate2_workers)
-        search = search_settings(options, exported.search, n_best)
-        check_search(search)
-        return ExportDecoder(search, options, exported=exported)
-    trained = load_ensemble(model.ckpt or [], weights=model.ensemble_weight)
-    search = search_settings(options, trained.search, n_best)
-    return CheckpointDecoder(search, options, trained=trained)

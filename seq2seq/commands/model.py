@@ -1,0 +1,28 @@
+"""The model a command translates with, opened through the Python API: ``open_model`` checks
+``--ckpt``/``--ctranslate2`` (``ModelOptions``) before any loading, then ``seq2seq.load``s it
+with the search the options (``DecodeOptions``) make of the model's own. ``translate``,
+``evaluate``, ``distill`` and ``serve`` all open theirs here, so a command and a script
+translate by one path."""
+
+from __future__ import annotations
+
+from seq2seq.inference.decoding import DecodeOptions, ModelOptions, check_model_options
+from seq2seq.translation_model import TranslationModel, load
+
+
+def open_model(
+    command: str, model: ModelOptions, options: DecodeOptions, n_best: int = 1
+) -> TranslationModel:
+    """The checkpoints of ``--ckpt`` (several: an ensemble, weighted by
+    ``--ensemble-weight``) or the export of ``--ctranslate2``, checked and loaded, searching
+    with its own settings changed by ``options`` (an unset --length-penalty keeps the
+    model's)."""
+    check_model_options(command, model)
+    paths = [model.ctranslate2] if model.ctranslate2 is not None else model.ckpt or []
+    return load(
+        paths, weights=model.ensemble_weight, max_tokens=options.max_tokens,
+        max_source_len=options.max_source_len, workers=model.ctranslate2_workers,
+        beam=options.beam, n_best=n_best, length_penalty=options.length_penalty,
+        max_len_ratio=options.max_len_ratio, max_len_offset=options.max_len_offset,
+        bf16=options.bf16, export=model.ctranslate2 is not None,
+    )  # fmt: skip
