@@ -45,7 +45,7 @@ ATTENTION = ["attention", "--ckpt", "no-such.ckpt", "--src", "x", "--out", "out"
 
 INT_1 = "an integer >= 1"
 EVALUATE = ["evaluate", "--ckpt", "c", "--src", "s", "--ref", "r"]
-POSITIONAL = ["attention", "--positional-encoding", "--len", "5", "--out", "o"]
+POSITIONAL = ["positional-encoding", "--positions", "5", "--out", "o"]
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,8 @@ def test_a_zip_that_is_not_a_checkpoint_is_named_so(
         ("evaluate", ["(an integer >= 1; default: 5)", "(an integer >= 1; default: 4096)"]),
         ("attention", ["(an integer >= 1; default: 1)", "(an integer >= 1; default: 20)",
                        "(a number in (0, 1]; default: 0.3)", "(default: grow-diag)",
-                       "(default: argmax)", "(an integer >= 2)"]),
+                       "(default: argmax)"]),
+        ("positional-encoding", ["(an integer >= 2)", "(an integer >= 1; default: 50)"]),
         ("average", ["checkpoints to average"]),
         ("align-score", ["the gold file counts from 1"]),
         ("corpus", ["(default: 1)", "(default: en)", "(default: de)"]),

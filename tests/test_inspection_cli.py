@@ -113,8 +113,7 @@ def test_symmetrisation_with_a_reverse_model(trained_run, test_files, tmp_path):
 
 
 def test_positional_encoding_plots(tmp_path, capsys):
-    main(["attention", "--positional-encoding", "--dim", "32", "--len", "40", "--out",
-          str(tmp_path)])  # fmt: skip
+    main(["positional-encoding", "--dim", "32", "--positions", "40", "--out", str(tmp_path)])
     pngs = sorted(tmp_path.glob("*.png"))
     assert [p.name for p in pngs] == [
         "positional_encoding_curves.png", "positional_encoding_heatmap.png",
@@ -125,7 +124,6 @@ def test_positional_encoding_plots(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--positional-encoding", "--dim", "32"], "--positional-encoding needs --dim D and"),
         ([], "attention needs --ckpt and --src"),
         (["CKPT", "--src", "SRC", "--ref", "REF"], "has 7 lines but"),
         (["CKPT", "--src", "SRC", "--layer", "0"], "has no layers to choose"),

@@ -1,10 +1,9 @@
-"""The commands that inspect attention: attention (heatmaps, alignments, a report) and
-align-score (alignments against gold ones). Both import the inspection code (matplotlib)
-only when they run."""
+"""The commands that inspect attention: attention (heatmaps, alignments, a report),
+align-score (alignments against gold ones) and positional-encoding (the sinusoidal table's
+plots). Each imports the inspection code (matplotlib) only when it runs."""
 
 from __future__ import annotations
 
-import builtins
 from typing import Annotated, Literal
 
 from seq2seq.commands.options import check_output_folder, check_parallel, command
@@ -33,15 +32,12 @@ def attention(
     threshold: Annotated[float, Range(0, 1, above=True)] = 0.3,
     reverse_ckpt: str | None = None,
     symmetrize: Literal["intersection", "union", "grow-diag", "grow-diag-final"] = "grow-diag",
-    positional_encoding: bool = False,
-    dim: Annotated[int, Range(2)] | None = None,
-    len: Annotated[int, Range(1)] | None = None,
 ) -> None:
     """Draw and report what a decoder attends to.
 
     Heatmaps, word alignments (Pharaoh), attention statistics and an HTML report of --src
-    translated (or of --ref, forced), written to --out; or, with --positional-encoding,
-    plots of the Transformer's sinusoidal encoding.
+    translated (or of --ref, forced), written to --out. (The sinusoidal positional
+    encoding's plots: `seq2seq positional-encoding`.)
 
     Args:
         out: folder for the heatmaps, alignments and report
@@ -61,24 +57,13 @@ def attention(
         threshold: link weight for --method threshold
         reverse_ckpt: a target->source model: symmetrise both directions
         symmetrize: how --reverse-ckpt's links are combined with the forward ones
-        positional_encoding: plot the sinusoidal positional encoding instead (needs --dim
-            and --len)
-        dim: model size for --positional-encoding
-        len: number of positions for --positional-encoding
     """
     from seq2seq.inspection.pipeline import InspectOptions, inspect_attention
-    from seq2seq.inspection.positional_encoding import plot_positional_encoding
     from seq2seq.inspection.stats import format_summary
 
     check_output_folder(out)
-    if positional_encoding:
-        if dim is None or len is None:
-            raise Seq2SeqError("--positional-encoding needs --dim D and --len N")
-        for path in plot_positional_encoding(dim, len, out):
-            print(path)
-        return
     if ckpt is None or src is None:
-        raise Seq2SeqError("attention needs --ckpt and --src (or --positional-encoding)")
+        raise Seq2SeqError("attention needs --ckpt and --src")
     check_ensemble_weights(ckpt, ensemble_weight)
     for path in [*ckpt, reverse_ckpt]:
         if path is not None:
@@ -87,7 +72,7 @@ def attention(
     references = read_lines(ref) if ref else None
     if references is not None:
         check_parallel(src, sources, ref, references)
-    members = builtins.len(ckpt)  # `len` is the option --len here
+    members = len(ckpt)
     if ensemble_attention is not None and ensemble_attention >= members:
         raise Seq2SeqError(
             f"--ensemble-attention {ensemble_attention} names no member: "
@@ -157,3 +142,24 @@ def align_score(gold: str, hyp: str, one_indexed: bool = False) -> None:
     ]:
         print(f"{name:10s} {'n/a' if value is None else f'{value:.4f}'}")
     print(f"{'links':10s} {score.hyp} hypothesis, {score.sure} sure")
+
+
+@command
+def positional_encoding(
+    out: str, dim: Annotated[int, Range(2)], positions: Annotated[int, Range(1)] = 50
+) -> None:
+    """Plot the Transformer's sinusoidal positional encoding.
+
+    Two figures in --out: each dimension's curve over the positions, and the table as a
+    heatmap (positions x dimensions).
+
+    Args:
+        out: folder for the two figures
+        dim: the model size (dimensions of the encoding)
+        positions: how many positions to draw
+    """
+    from seq2seq.inspection.positional_encoding import plot_positional_encoding
+
+    check_output_folder(out)
+    for path in plot_positional_encoding(dim, positions, out):
+        print(path)

@@ -94,8 +94,10 @@ def _unwrap(hint: Any) -> tuple[Any, Range | None]:
 
 
 def option_name(parameter: str) -> str:
-    """The option of a parameter: ``max_len_ratio`` -> ``--max-len-ratio``."""
-    return "--" + parameter.replace("_", "-")
+    """The option of a parameter: ``max_len_ratio`` -> ``--max-len-ratio``; a trailing
+    underscore, which keeps a parameter from shadowing a builtin, is not spelled
+    (``json_`` -> ``--json``)."""
+    return "--" + parameter.removesuffix("_").replace("_", "-")
 
 
 def _add_option(parser: ArgumentParser, name: str, hint: Any, default: Any, doc: str) -> None:
@@ -119,6 +121,7 @@ def _add_option(parser: ArgumentParser, name: str, hint: Any, default: Any, doc:
     help = f"{doc} ({'; '.join(notes)})" if notes else doc
     parser.add_argument(
         option_name(name),
+        dest=name,
         required=required,
         default=None if required else default,
         help=help,

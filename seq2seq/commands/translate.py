@@ -118,7 +118,7 @@ def evaluate(
     decode: DecodeOptions = BEAM_SEARCH,
     lang: str | None = None,
     output: str | None = None,
-    json: bool = False,
+    json_: bool = False,
 ) -> None:
     """Translate a test set and score it: BLEU, chrF.
 
@@ -131,7 +131,7 @@ def evaluate(
         decode: the search and its batches
         lang: target language for the literature scoring (default: config)
         output: also write the translations here
-        json: print the scores as JSON
+        json_: print the scores as JSON
     """
     from seq2seq.metrics import literature_bleu, score_corpus
 
@@ -162,7 +162,7 @@ def evaluate(
         "threads": torch.get_num_threads(),
         "bf16": decode.bf16,
     }
-    if json:
+    if json_:
         print(dumps({**scores, "decoding": decoding}, indent=2))
         return
     for name, result in scores.items():
