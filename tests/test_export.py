@@ -11,6 +11,7 @@ import pytest
 import torch
 from tiny_run import run_seq2seq, tiny_config, write_config
 
+import seq2seq
 from seq2seq.commands.main import main
 from seq2seq.inference.checkpoint import load_trained
 from seq2seq.inference.search import SearchSettings, max_output_lengths
@@ -244,6 +245,13 @@ def test_translate_ctranslate2_command_end_to_end(pre_norm_ckpt, trained_run, tm
     assert [line.split("\t")[::2] for line in theirs.stdout.splitlines()] == [
         line.split("\t")[::2] for line in ours.stdout.splitlines()
     ]  # index and text of each of the 2 best; the scores are compared above
+    from_python = seq2seq.load(out).translate(  # the Python API opens the export alike
+        source.read_text().splitlines(), beam=5, n_best=2, length_penalty=0.6,
+        max_len_ratio=RATIO, max_len_offset=OFFSET,
+    )  # fmt: skip
+    assert [text for texts in from_python for text in texts] == [
+        line.split("\t")[2] for line in theirs.stdout.splitlines()
+    ]
     workers = run_seq2seq("translate", "--ctranslate2", str(out), "--ctranslate2-workers", "2",
                           *options, stdin=source.read_text())  # fmt: skip
     assert workers.returncode == 0 and workers.stdout == theirs.stdout, workers.stderr
