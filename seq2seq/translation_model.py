@@ -330,7 +330,7 @@ class CheckpointModel(TranslationModel):
         method: Method = "argmax",
         **search: Any,
     ) -> Attention:
-        check_layer_choice(layer, head_axes(self.trained))
+        check_layer_choice(layer, self.heads)
         if reference is not None:
             stream = reference_attention(self.trained, [source], [reference], self.max_tokens)
         else:

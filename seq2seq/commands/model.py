@@ -18,9 +18,8 @@ def open_model(
     with its own settings changed by ``options`` (an unset --length-penalty keeps the
     model's)."""
     check_model_options(command, model)
-    paths = [model.ctranslate2] if model.ctranslate2 is not None else model.ckpt or []
     return load(
-        paths, weights=model.ensemble_weight, max_tokens=options.max_tokens,
+        model.paths, weights=model.ensemble_weight, max_tokens=options.max_tokens,
         max_source_len=options.max_source_len, workers=model.ctranslate2_workers,
         beam=options.beam, n_best=n_best, length_penalty=options.length_penalty,
         max_len_ratio=options.max_len_ratio, max_len_offset=options.max_len_offset,

@@ -95,8 +95,9 @@ def serve(
     if decode.beam > max_beam:
         raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {max_beam}")
     opened = open_model("seq2seq serve", model, decode)  # once, before the port is opened
-    paths = [model.ctranslate2] if model.ctranslate2 is not None else model.ckpt or []
     engine = Engine(opened)
     limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
-    options = ServerOptions(limits, max_concurrent, batch_wait_ms / 1000, name or model_name(paths))
+    options = ServerOptions(
+        limits, max_concurrent, batch_wait_ms / 1000, name or model_name(model.paths)
+    )
     serve_forever(engine, options, host, port)

@@ -7,16 +7,13 @@ checkpoints or a CTranslate2 export) with the checks that need no loading
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from seq2seq.errors import UsageError
 from seq2seq.inference.checkpoint import check_checkpoint_path
 from seq2seq.inference.ensemble import normalised_weights
 from seq2seq.inference.search import SearchSettings
 from seq2seq.ranges import Range
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
@@ -68,6 +65,11 @@ class ModelOptions:
     ensemble_weight: list[float] | None = None
     ctranslate2: str | None = None
     ctranslate2_workers: Annotated[int, Range(1)] = 1
+
+    @property
+    def paths(self) -> list[str]:
+        """What the model is read from: the --ckpt files, or the --ctranslate2 folder."""
+        return [self.ctranslate2] if self.ctranslate2 is not None else self.ckpt or []
 
 
 NO_MODEL = ModelOptions()  # the default, before the options: --ckpt or --ctranslate2 is required

@@ -66,7 +66,7 @@ class ServerOptions:
 
 def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
     """The application serving ``engine``'s model."""
-    batcher = Batcher(engine.run, engine.max_tokens, options.batch_wait_s)
+    batcher = Batcher(engine.run, engine.model.max_tokens, options.batch_wait_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -58,24 +58,21 @@ class Engine:
 
     def __init__(self, model: TranslationModel):
         self.model = model
-        self.search = model.search
-        self.max_tokens = model.max_tokens
-        self.max_source_len = model.max_source_len
 
     @property
     def has_attention(self) -> bool:
-        """Alignments and attention maps can be asked for (not of an export)."""
-        return isinstance(self.model, CheckpointModel)
+        """Alignments and attention maps can be asked for (an export keeps none)."""
+        return self.model.heads is not None
 
     def size(self, text: str) -> int:
         """A sentence's cost in a batch: its source pieces and EOS."""
         pieces = self.model.source_pieces(text) if text.strip() else 0
-        return min(pieces, self.max_source_len) + 1
+        return min(pieces, self.model.max_source_len) + 1
 
     def run(self, key: SearchKey, sentences: Sequence[Sentence]) -> list[dict[str, Any]]:
         """Translate ``sentences`` with ``key``'s search: one answer each (see
         ``schema.SentenceTranslation``), in their order."""
-        search = dataclasses.replace(self.search, beam_size=key.beam, n_best=key.n_best)
+        search = dataclasses.replace(self.model.search, beam_size=key.beam, n_best=key.n_best)
         translations = self.model.translate_all([s.text for s in sentences], search=search)
         inspected = self._inspect(sentences, translations)
         answers = []
@@ -111,10 +108,10 @@ class Engine:
             raise Seq2SeqError("a CTranslate2 export keeps no attention")
         trained = self.model.trained
         src = trained.vocab.src.encode_batch([sentences[i].text for i, _ in wanted])
-        src_ids = [ids[: self.max_source_len] for ids in src]
+        src_ids = [ids[: self.model.max_source_len] for ids in src]
         tgt_ids = [translations[i].hypotheses[k].tokens for i, k in wanted]
         texts = [(sentences[i].text, translations[i].texts[k]) for i, k in wanted]
-        stream = forced_attention(trained, src_ids, tgt_ids, texts, self.max_tokens)
+        stream = forced_attention(trained, src_ids, tgt_ids, texts, self.model.max_tokens)
         return {wanted[sentence.index]: sentence for sentence in stream}
 
 
