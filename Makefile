@@ -17,7 +17,7 @@ DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
 	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines \
-	bench-serve profile-search profile-engines gpu-wheels gpu-check
+	bench-serve profile-search profile-engines gpu-wheels gpu-check student
 
 install: $(STAMP)
 
@@ -184,6 +184,28 @@ gpu-check:
 	set -o pipefail; PYTHONPATH=$(GPU_SITE):$(CURDIR) PYTHONUNBUFFERED=1 \
 	  python3 scripts/gpu_check.py --out $(GPU_CHECK_OUT) 2>&1 | tee $(GPU_CHECK_OUT)/gpu_check.log
 
+# Issue 40's final recipe end to end, each step skipped once done (its records in
+# runs/selection; about 7 hours on 2 CPU cores): the anchor replica as the teacher, chosen on
+# val; its translations of the training sources beside the original pairs; a student of the
+# anchor's size trained on them and chosen on val; both scored once on each test set the
+# corpus has (`make multi30k` fetches test_2016, test_2017 and mscoco). SEEDS: the seeds
+# of the teacher's recipe and of the student; TEACHER: the seed (or an ensemble) that teaches.
+SEEDS ?= 1
+TEACHER ?= anchor:1
+ANCHOR_CONFIGS := --config configs/multi30k/base/transformer.yaml \
+	--config configs/multi30k/en-de/transformer-lowercase.yaml \
+	--config configs/multi30k/en-de/transformer-anchor.yaml
+STUDENT_DATA := data/multi30k-distill-anchor-orig
+SELECT := $(RUN_PY) scripts/select_on_val.py
+TEST_SPLITS := test_2016_flickr test_2017_flickr test_2017_mscoco
+student: $(STAMP) multi30k
+	$(SELECT) train --name anchor --seeds $(SEEDS) $(ANCHOR_CONFIGS)
+	$(SELECT) distill --teacher $(TEACHER) --corpus $(STUDENT_DATA) --keep-originals
+	$(SELECT) --data $(STUDENT_DATA) train --name student --seeds $(SEEDS) $(ANCHOR_CONFIGS)
+	for split in $(TEST_SPLITS); do test -f data/multi30k/$$split.en.gz || continue; \
+	  $(SELECT) final --name anchor --test-split $$split --skip-scored || exit 1; \
+	  $(SELECT) final --name student --test-split $$split --skip-scored || exit 1; done
+
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts
 	$(BIN)/ruff format --check seq2seq tests scripts
@@ -195,5 +217,7 @@ multi30k:
 	elif [ -d "$(MULTI30K_LOCAL)" ]; then ln -s "$$(cd "$(MULTI30K_LOCAL)" && pwd)" data/multi30k && echo "linked $(MULTI30K_LOCAL)"; \
 	else mkdir -p data/multi30k.part && \
 	  for f in train val test_2016_flickr; do for l in en de fr cs; do \
+	    curl -fsSL -o data/multi30k.part/$$f.$$l.gz "$(MULTI30K_URL)/raw/$$f.$$l.gz" || exit 1; done; done && \
+	  for f in test_2017_flickr test_2017_mscoco; do for l in en de fr; do \
 	    curl -fsSL -o data/multi30k.part/$$f.$$l.gz "$(MULTI30K_URL)/raw/$$f.$$l.gz" || exit 1; done; done && \
 	  mv data/multi30k.part data/multi30k && echo "downloaded Multi30k into data/multi30k"; fi

@@ -5,13 +5,16 @@
 penalty; ``table`` picks per recipe the setting with the best mean literature BLEU over
 seeds (``val-table.md``, ``val-table.png``); ``ensemble`` chooses an ensemble's weights and
 length penalty on val; ``final`` scores a recipe's seeds, or an ensemble and its members, on
-the test set under what val chose, once. The protocol: docs/benchmarks/selection.md.
+the test set under what val chose, once per test split; ``distill`` has a recipe's seed (or
+an ensemble), under the setting val chose, translate the training sources for a student
+(docs/distillation.md). The protocol: docs/benchmarks/selection.md.
 
     python scripts/select_on_val.py train --name anchor --seeds 1 2 3 \\
         --config configs/multi30k/base/transformer.yaml --config my-variant.yaml [-- OPTIONS]
     python scripts/select_on_val.py table
     python scripts/select_on_val.py final --name anchor
     python scripts/select_on_val.py ensemble --name two --members anchor:1 anchor:2
+    python scripts/select_on_val.py distill --teacher anchor:1 --corpus data/multi30k-kd
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit import (
+    SEQ2SEQ,
     averaged,
     best_checkpoint,
     fit_command,
@@ -38,6 +42,7 @@ from benchkit import (
 from benchkit import evaluate as evaluate_command
 
 VAL_SPLIT = "val"
+TEST_SPLIT = "test_2016_flickr"  # the test set the figure shows
 AVERAGES = (1, 5, 10)  # the last epoch alone, the mean of the last 5, of the last 10
 LENGTH_PENALTIES = (1.0, 1.5, 2.0)
 METRICS = ("bleu_literature", "bleu", "chrf")
@@ -222,7 +227,7 @@ def candidates(out: Path) -> list[Candidate]:
     """Every recipe and ensemble in ``out`` that has val scores, recipes first, by name."""
     recipes, ensembles = [], []
     for folder in sorted(p for p in out.iterdir() if p.is_dir()):
-        tested = load_json(folder / "final.json", [{"scores": {}}])[0]["scores"]  # the first
+        tested = first_test_scores(folder)
         if (folder / "ensemble.json").exists() and (folder / "val.json").exists():
             val = ensemble_choice(folder)[1]["bleu_literature"]
             test = [tested[ENSEMBLE]["bleu_literature"]] if tested else []
@@ -233,6 +238,13 @@ def candidates(out: Path) -> list[Candidate]:
             test = [scores["bleu_literature"] for scores in tested.values()]
             recipes.append(Candidate(folder.name, val, test))
     return recipes + ensembles
+
+
+def first_test_scores(folder: Path, split: str = TEST_SPLIT) -> dict[str, Any]:
+    """The scores of the first time ``folder``'s recipe or ensemble was scored on ``split``
+    (empty: never)."""
+    scored = [r for r in load_json(folder / "final.json", []) if r.get("split", split) == split]
+    return scored[0]["scores"] if scored else {}
 
 
 def draw_candidates(found: list[Candidate], path: Path) -> None:
@@ -273,11 +285,15 @@ def final(args: argparse.Namespace) -> None:
         sys.exit(f"the ensemble {args.name} has no val scores yet (run `ensemble` first)")
     record_path = folder / "final.json"
     history = load_json(record_path, [])
-    if history and not args.again:
-        sys.exit(
-            f"{args.name} was scored on the test set already ({record_path}); the first score "
-            "is the one to report (--again scores once more and keeps both)"
-        )
+    if scored := [r for r in history if r["split"] == args.test_split]:
+        if args.skip_scored:
+            print(f"{args.name} {args.test_split}: scored already, {scored[0]['scores']}")
+            return
+        if not args.again:
+            sys.exit(
+                f"{args.name} was scored on {args.test_split} already ({record_path}); the "
+                "first score is the one to report (--again scores once more and keeps both)"
+            )
     record = final_ensemble(args, folder) if is_ensemble else final_seeds(args, folder)
     history.append({
         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "split": args.test_split,
@@ -411,6 +427,46 @@ def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "bootstrap": {"baseline": best, **test_result}}  # fmt: skip
 
 
+def teacher_model(out: Path, teacher: str) -> tuple[list[Path], Setting]:
+    """The checkpoints of ``teacher`` (``recipe:seed``: one; an ensemble's name: its members)
+    and the setting val chose for it (its length penalty; an ensemble's weights)."""
+    if ":" in teacher:
+        model, setting = member_model(out, teacher)
+        return [model], setting
+    folder = out / teacher
+    if not (folder / "ensemble.json").exists() or not (folder / "val.json").exists():
+        sys.exit(f"--teacher {teacher}: neither recipe:seed nor a val-scored ensemble in {out}")
+    members = load_json(folder / "ensemble.json")["members"]
+    return [member_model(out, member)[0] for member in members], ensemble_choice(folder)[0]
+
+
+def distill(args: argparse.Namespace) -> None:
+    """``seq2seq distill`` of ``args.data``'s training sources into ``args.corpus`` by the
+    teacher under its val-chosen setting (beam ``args.beam``), with its time and peak memory
+    kept beside the teacher's records; a corpus written already is not written again."""
+    if (args.corpus / "distill.json").exists():
+        print(f"{args.corpus}: distilled already ({args.corpus / 'distill.json'})")
+        return
+    checkpoints, setting = teacher_model(args.out, args.teacher)
+    src_lang, tgt_lang = args.pair.split("-")
+    command = [*SEQ2SEQ, "distill", *(a for c in checkpoints for a in ("--ckpt", str(c)))]
+    command += ["--data", str(args.data), "--out", str(args.corpus), "--src-lang", src_lang]
+    command += ["--tgt-lang", tgt_lang, "--beam", str(args.beam)]
+    command += ["--length-penalty", f"{setting.length_penalty:g}"]
+    weights = ensemble_weights(setting.model) if setting.model.startswith(ENSEMBLE) else None
+    if weights is not None:
+        command += ["--ensemble-weight", *map(str, weights)]
+    command += ["--keep-originals"] if args.keep_originals else []
+    folder = args.out / args.teacher.partition(":")[0] / "distill" / args.corpus.name
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"[{args.teacher} distills] {' '.join(command[2:])}", flush=True)
+    usage = run(command, folder / "distill.out", folder / "distill.log")
+    if usage.status != 0:
+        raise RuntimeError(f"distilling failed (exit {usage.status}), see {folder / 'distill.log'}")
+    record = {"command": command[2:], "seconds": usage.seconds, "peak_rss_mb": usage.peak_rss_mb}
+    save_json(folder / "distill.json", {"teacher": args.teacher, **record})
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/selection"))
@@ -428,8 +484,19 @@ def parse_args() -> argparse.Namespace:
     commands.add_parser("table", help="the val table of every recipe trained in --out")
     final_command = commands.add_parser("final", help="score one recipe on the test set, once")
     final_command.add_argument("--name", required=True)
-    final_command.add_argument("--test-split", default="test_2016_flickr")
-    final_command.add_argument("--again", action="store_true")
+    final_command.add_argument("--test-split", default=TEST_SPLIT)
+    final_command.add_argument("--again", action="store_true", help="score the split once more")
+    final_command.add_argument(
+        "--skip-scored", action="store_true", help="a split scored already: print its score"
+    )
+    distill_command = commands.add_parser(
+        "distill", help="a student's corpus: the training sources translated by a teacher"
+    )
+    distill_command.add_argument(
+        "--teacher", required=True, help="recipe:seed, or an ensemble's name; its val choice"
+    )
+    distill_command.add_argument("--corpus", type=Path, required=True, help="the new folder")
+    distill_command.add_argument("--keep-originals", action="store_true")
     ensemble_command = commands.add_parser(
         "ensemble", help="score an ensemble of trained seeds on val (members: recipe:seed)"
     )
@@ -448,7 +515,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     {"train": train, "table": lambda args: print_table(args.out), "ensemble": ensemble,
-     "final": final}[args.command](args)  # fmt: skip
+     "final": final, "distill": distill}[args.command](args)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -323,12 +323,35 @@ def test_selection_chooses_the_setting_with_the_best_mean_over_seeds(
     assert row == f"| anchor | 1, 2 | last-10 | 1.5 | {scores} | 30 |"
 
 
-def test_selection_scores_a_recipe_on_the_test_set_only_once(selection: ModuleType, tmp_path: Path):
+def test_selection_scores_a_recipe_on_each_test_set_only_once(
+    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+):
     write_seed(tmp_path / "anchor", 1, {"last-1@lp1": 30.0})
-    write_json(tmp_path / "anchor" / "final.json", [{"split": "test_2016_flickr"}])
-    args = argparse.Namespace(out=tmp_path, name="anchor", again=False)
-    with pytest.raises(SystemExit, match="scored on the test set already"):
+    scored = [{"split": "test_2016_flickr", "scores": {"1": {"bleu_literature": 30.0}}}]
+    write_json(tmp_path / "anchor" / "final.json", scored)
+    args = argparse.Namespace(
+        out=tmp_path, name="anchor", again=False, skip_scored=False,
+        test_split="test_2016_flickr", data=tmp_path, pair="en-de", beam=5,
+    )  # fmt: skip
+    with pytest.raises(SystemExit, match="scored on test_2016_flickr already"):
         selection.final(args)
+    args.skip_scored = True  # what `make student` asks: the recorded score, no new one
+    selection.final(args)
+    assert "scored already" in capsys.readouterr().out
+    assert json.loads((tmp_path / "anchor" / "final.json").read_text()) == scored
+    # another split is scored, and the figure keeps showing test_2016's first score
+    checkpoint = tmp_path / "anchor" / "seed1" / "last.ckpt"
+    monkeypatch.setattr(selection, "final_models", lambda run, folder: {"last-1": checkpoint})
+    monkeypatch.setattr(
+        selection, "evaluate",
+        lambda *a, **k: {"bleu_literature": 25.0, "bleu": 24.0, "chrf": 50.0},
+    )  # fmt: skip
+    args.skip_scored, args.test_split = False, "test_2017_mscoco"
+    selection.final(args)
+    history = json.loads((tmp_path / "anchor" / "final.json").read_text())
+    assert [record["split"] for record in history] == ["test_2016_flickr", "test_2017_mscoco"]
+    assert selection.first_test_scores(tmp_path / "anchor") == scored[0]["scores"]
+    assert selection.candidates(tmp_path)[0].test == [30.0]
 
 
 def test_an_ensemble_is_listed_with_the_weights_and_length_penalty_val_chose(
@@ -391,8 +414,10 @@ def test_an_ensemble_is_scored_on_the_test_set_only_once(selection: ModuleType, 
     write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
     write_json(tmp_path / "pair" / "val.json", {"ensemble@lp1": {"bleu_literature": 1.0}})
     write_json(tmp_path / "pair" / "final.json", [{"split": "test_2016_flickr"}])
-    args = argparse.Namespace(out=tmp_path, name="pair", again=False)
-    with pytest.raises(SystemExit, match="scored on the test set already"):
+    args = argparse.Namespace(
+        out=tmp_path, name="pair", again=False, skip_scored=False, test_split="test_2016_flickr"
+    )
+    with pytest.raises(SystemExit, match="scored on test_2016_flickr already"):
         selection.final(args)
 
 
@@ -581,3 +606,51 @@ def test_selection_takes_the_averages_a_run_trained_elsewhere_brought_back(
         (seed / name).write_bytes(b"")
     models = selection.final_models(seed / "run", seed)
     assert models == {"last-5": seed / "last-5.ckpt", "last-10": seed / "last-10.ckpt"}
+
+
+def test_a_teacher_distills_under_the_setting_val_chose_and_only_once(
+    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """distill: the teacher's val-chosen checkpoints, length penalty and ensemble weights
+    reach `seq2seq distill`; its cost is kept beside the teacher; a corpus is written once."""
+    write_seed(tmp_path / "anchor", 1, {"last-10@lp2": 41.5, "last-5@lp1": 41.0})
+    write_seed(tmp_path / "anchor", 2, {"last-10@lp2": 40.5, "last-5@lp1": 40.9})
+    models = {name: tmp_path / f"{name}.ckpt" for name in ("last-5", "last-10")}
+    monkeypatch.setattr(selection, "final_models", lambda run, folder: models)
+    commands = []
+
+    def fake_run(command, stdout, stderr=None, **options):
+        commands.append(command[3:])
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir()
+        (out / "distill.json").write_text("{}")
+        return SimpleNamespace(status=0, seconds=12.5, peak_rss_mb=300.0)
+
+    monkeypatch.setattr(selection, "run", fake_run)
+    corpus = tmp_path / "kd"
+    args = argparse.Namespace(
+        out=tmp_path, data=tmp_path / "multi30k", pair="en-de", beam=5, teacher="anchor:2",
+        corpus=corpus, keep_originals=True,
+    )  # fmt: skip
+    selection.distill(args)
+    assert commands == [[
+        "distill", "--ckpt", str(models["last-10"]), "--data", str(tmp_path / "multi30k"),
+        "--out", str(corpus), "--src-lang", "en", "--tgt-lang", "de", "--beam", "5",
+        "--length-penalty", "2", "--keep-originals",
+    ]]  # fmt: skip
+    cost = json.loads((tmp_path / "anchor" / "distill" / "kd" / "distill.json").read_text())
+    assert cost["teacher"] == "anchor:2" and cost["seconds"] == 12.5
+    selection.distill(args)  # written already: nothing runs
+    assert len(commands) == 1
+    # an ensemble teacher: its members under their recipe's choice, its own weights and penalty
+    write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
+    write_json(tmp_path / "pair" / "val.json", {"ensemble[3,1]@lp1.5": {"bleu_literature": 42.0}})
+    args.teacher, args.corpus, args.keep_originals = "pair", tmp_path / "kd-pair", False
+    selection.distill(args)
+    assert commands[1][commands[1].index("--length-penalty") :] == [
+        "--length-penalty", "1.5", "--ensemble-weight", "3.0", "1.0",
+    ]  # fmt: skip
+    assert commands[1].count("--ckpt") == 2
+    args.teacher, args.corpus = "nobody", tmp_path / "kd-nobody"
+    with pytest.raises(SystemExit, match="neither recipe:seed nor a val-scored ensemble"):
+        selection.distill(args)
