@@ -1,14 +1,17 @@
 """Declarative ranges of numeric settings: ``Annotated[int, Range(1)]`` on a parameter of a
-command or a field of a settings dataclass (search, data, task) says which values it takes.
-The command line checks them while it parses (``seq2seq.commands.options``); anything else
-may ask ``contains`` and say ``words``."""
+command, a field of a settings dataclass (search) or an argument of the data module or the
+task says which values it takes. One policy checks them all: the command line while it
+parses (``seq2seq.commands.options``, through ``Range.parser``), the data module and the
+task when they are built from a config (``check_arguments``)."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,13 @@ class Range:
             return f"{noun} {'<' if self.below else '<='} {high:g}"
         return noun
 
+    def __repr__(self) -> str:  # how jsonargparse's help shows the type: Range(>= 1)
+        return f"Range({self.words(float).removeprefix('a number ')})"
+
     def contains(self, value: float) -> bool:
+        """Whether a finite ``value`` is in the range (NaN and infinities never are)."""
+        if not math.isfinite(value):
+            return False
         low, high = self.minimum, self.maximum
         if low is not None and (value <= low if self.above else value < low):
             return False
@@ -51,8 +60,37 @@ class Range:
                 raise argparse.ArgumentTypeError(
                     f"must be {self.words(kind)}, got {text!r}"
                 ) from None
-            if not math.isfinite(value) or not self.contains(value):
+            if not self.contains(value):
                 raise argparse.ArgumentTypeError(f"must be {self.words(kind)}, got {text}")
             return value
 
         return parse
+
+
+def range_of(hint: Any) -> tuple[Any, Range | None]:
+    """The type under ``X | None`` and ``Annotated[X, Range(...)]``, and the range (None: the
+    hint declares none)."""
+    if get_origin(hint) in (Union, types.UnionType):  # Optional[X], X | None
+        hint = next(arg for arg in get_args(hint) if arg is not type(None))
+    if get_origin(hint) is Annotated:
+        base, *metadata = get_args(hint)
+        return base, next((m for m in metadata if isinstance(m, Range)), None)
+    return hint, None
+
+
+def check_arguments(
+    function: Callable[..., Any], arguments: Mapping[str, Any], prefix: str,
+    error: type[Exception],
+) -> None:  # fmt: skip
+    """Every argument of ``function`` whose annotation declares a Range, checked against it
+    (None, where the annotation allows it, is not checked): ``error`` says the first one
+    outside, as ``{prefix}{name} must be an integer >= 1, got 0``."""
+    for name, hint in get_type_hints(function, include_extras=True).items():
+        kind, bounds = range_of(hint)
+        value = arguments.get(name)
+        if bounds is None or value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise error(f"{prefix}{name} must be {bounds.words(kind)}, got {value!r}")
+        if not bounds.contains(value):
+            raise error(f"{prefix}{name} must be {bounds.words(kind)}, got {value}")

@@ -245,10 +245,13 @@ def test_empty_or_fully_filtered_training_split(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ({"max_tokens": 0}, "data.max_tokens must be at least 1"),
-        ({"eval_max_tokens": -5}, "data.eval_max_tokens must be at least 1"),
+        ({"max_tokens": 0}, "data.max_tokens must be an integer >= 1, got 0"),
+        ({"eval_max_tokens": -5}, "data.eval_max_tokens must be an integer >= 1, got -5"),
         ({"spm_model_type": "wordpiece"}, "unigram or bpe"),
-        ({"character_coverage": 1.5}, "character_coverage"),
+        ({"character_coverage": 1.5}, r"character_coverage must be a number in \(0, 1\], got 1.5"),
+        ({"character_coverage": 0.0}, r"character_coverage must be a number in \(0, 1\], got 0.0"),
+        ({"spm_sample": -1}, "data.spm_sample must be an integer >= 0, got -1"),
+        ({"num_proc": 0}, "data.num_proc must be an integer >= 1, got 0"),
     ],
 )
 def test_bad_settings(tmp_path: Path, setting: dict[str, Any], message: str) -> None:

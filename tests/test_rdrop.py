@@ -190,5 +190,5 @@ def test_a_negative_alpha_is_refused_in_one_line(
     err = capsys.readouterr().err
     assert stopped.value.code == 1 and "Traceback" not in err
     errors = [line for line in err.splitlines() if line.startswith("seq2seq: error: ")]
-    assert errors == ["seq2seq: error: model.rdrop_alpha must be at least 0 (0: off), got -1.0"]
+    assert errors == ["seq2seq: error: model.rdrop_alpha must be a number >= 0, got -1.0"]
     assert not (tmp_path / "run/checkpoints").exists()  # refused before any training

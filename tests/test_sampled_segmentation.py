@@ -115,8 +115,9 @@ def test_validation_reads_the_best_segmentation(folder: Path, tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ({"subword_nbest": -1}, r"subword_nbest and data.subword_alpha must be at least 0"),
-        ({**SAMPLED, "subword_alpha": -0.1}, r"must be at least 0, got 16 and -0.1"),
+        ({"subword_nbest": -1}, r"data.subword_nbest must be an integer >= 0, got -1"),
+        ({**SAMPLED, "subword_alpha": -0.1}, r"data.subword_alpha must be a number >= 0, got -0.1"),
+        ({**SAMPLED, "subword_alpha": float("nan")}, r"data.subword_alpha must be .*, got nan"),
         ({**SAMPLED, "spm_model_type": "bpe"}, r"only a unigram vocabulary .* \(not bpe\)"),
     ],
 )

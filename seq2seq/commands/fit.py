@@ -12,14 +12,14 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from pytorch_lightning import LightningModule, Trainer
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, ThroughputMonitor
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
-from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, print_usage_error
+from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, OneLineErrors
 from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.errors import Seq2SeqError
 from seq2seq.inference.checkpoint import read_checkpoint
@@ -45,7 +45,7 @@ from seq2seq.transformer import Transformer
 MODEL_FAMILIES = (RNNSeq2Seq, Transformer)
 
 # Instead of argparse's usage, which spells out all 130 options in 75 lines; in the order
-# the help lists them (OneLineErrorParser.format_help).
+# the help lists them (TrainingParser.format_help).
 TRAINING_USAGE = """%(prog)s [-h] [--config CONFIG] [--print_config]
     [--model.* ...] [--data.* ...] [--checkpoint.* ...] [--early_stopping.* ...]
     [--ckpt_path CKPT_PATH]{fit_only} [--trainer.* ...]"""
@@ -85,9 +85,9 @@ def default_loggers(root: str, tensorboard: bool, claim: bool) -> list[Logger]:
     return [csv, TensorBoardLogger(save_dir=root, name="logs", version=csv.version)]
 
 
-class OneLineErrorParser(LightningArgumentParser):
-    """Reports a config or command-line mistake in one line, not after a screen of usage,
-    and lists Lightning's --trainer.* options last in its help."""
+class TrainingParser(OneLineErrors, LightningArgumentParser):
+    """The parser of fit, validate and test: the commands' one-line errors, and Lightning's
+    --trainer.* options last in its help."""
 
     def format_help(self) -> str:
         """The help, with the Trainer's 250 options after the toolkit's own, so that
@@ -97,13 +97,6 @@ class OneLineErrorParser(LightningArgumentParser):
             self._action_groups.remove(trainer)
             self._action_groups.append(trainer)
         return super().format_help()
-
-    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
-        if not self.exit_on_error:  # a parser used internally: jsonargparse handles the error
-            super().error(message, ex)
-        parser = getattr(ex, "subcommand_parser", None) or self
-        print_usage_error(message, parser.prog.replace(" [options]", ""))
-        self.exit(2)
 
 
 def _is_model_checkpoint(callback: Any) -> bool:
@@ -189,32 +182,39 @@ class Seq2SeqCLI(LightningCLI):
         return parser
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """The parsed config, with the checkpoints placed in the run's own folder and
-        ``--ckpt_path last`` turned into the newest last checkpoint there (or an error: there
-        is nothing to resume). A checkpoint to resume from is read through
-        ``read_checkpoint`` here, before Lightning reads it with a bare torch.load, so that
-        a bad file is a CheckpointError, not a traceback. A ``fit`` that would write over
-        the checkpoints of another run is refused here, before any data are prepared."""
+        """The parsed config, with what its options name on disk resolved: every checkpoint
+        callback's folder (the run's own unless given) and ``--ckpt_path last`` as the newest
+        last checkpoint there (or an error: there is nothing to resume). A checkpoint to
+        resume from is read through ``read_checkpoint`` here, before Lightning reads it with
+        a bare torch.load, so that a bad file is a CheckpointError, not a traceback."""
         super().parse_arguments(parser, args)
-        self.checkpoints_to_replace: list[Path] = []
-        subcommand = self.config.get("subcommand")
-        if not subcommand:
+        self.checkpoint_folders: list[Path] = []
+        self.resuming: tuple[str, int | None] | None = None  # the checkpoint and its step
+        if not (subcommand := self.config.get("subcommand")):
             return
         settings = self.config[subcommand]
-        root = settings.get("trainer.default_root_dir")
-        folders = place_checkpoints(settings)
-        ckpt_path = settings.get("ckpt_path")
-        if ckpt_path == "last":
-            ckpt_path = settings["ckpt_path"] = str(checkpoint_to_resume(folders[0], root))
-        resumed = ckpt_path and Path(ckpt_path).is_file()
-        step = read_checkpoint(ckpt_path).get("global_step") if resumed else None
-        if subcommand != "fit":
+        self.checkpoint_folders = place_checkpoints(settings)
+        if settings.get("ckpt_path") == "last":
+            root = settings.get("trainer.default_root_dir")
+            settings["ckpt_path"] = str(checkpoint_to_resume(self.checkpoint_folders[0], root))
+        if (ckpt_path := settings.get("ckpt_path")) and Path(ckpt_path).is_file():
+            self.resuming = ckpt_path, read_checkpoint(ckpt_path).get("global_step")
+
+    def before_instantiate_classes(self) -> None:
+        """A ``fit`` that would write over the checkpoints of another run is refused here,
+        before any data are prepared; the checkpoints it may replace are noted."""
+        self.checkpoints_to_replace: list[Path] = []
+        if self.subcommand != "fit":
             return
+        settings = self.config["fit"]
         replace = settings.pop("replace_checkpoints")  # a saved config must not carry it
+        ckpt_path, root = settings.get("ckpt_path"), settings.get("trainer.default_root_dir")
         if not settings.get("trainer.fast_dev_run"):  # a smoke run writes no checkpoint
-            self.checkpoints_to_replace = check_new_run(folders, root, ckpt_path, replace)
-        if resumed:
-            print(f"seq2seq: resuming from {ckpt_path} at step {step}", file=sys.stderr)
+            self.checkpoints_to_replace = check_new_run(
+                self.checkpoint_folders, root, ckpt_path, replace
+            )
+        if self.resuming:
+            print("seq2seq: resuming from {} at step {}".format(*self.resuming), file=sys.stderr)
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer; for ``fit``, with the checkpoint folder locked (by global rank 0,
@@ -272,7 +272,7 @@ def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
                 "description": DESCRIPTION,
                 **{command: training_help(command) for command in Seq2SeqCLI.subcommands()},
             },
-            parser_class=OneLineErrorParser,
+            parser_class=TrainingParser,
             args=args,
             auto_configure_optimizers=False,
         )

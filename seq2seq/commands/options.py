@@ -17,16 +17,15 @@ import argparse
 import dataclasses
 import inspect
 import sys
-import types
 from collections.abc import Callable, Sized
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, NoReturn, get_args, get_origin, get_type_hints
 
 import docstring_parser
 from jsonargparse import ArgumentParser, DefaultHelpFormatter
 
 from seq2seq.errors import DataError, OutputError
-from seq2seq.ranges import Range
+from seq2seq.ranges import range_of
 
 DESCRIPTION = (
     "Neural machine translation with pluggable, inspectable attention. fit, validate and "
@@ -69,28 +68,25 @@ class OptionHelpFormatter(argparse.RawDescriptionHelpFormatter, DefaultHelpForma
         return action.help or ""
 
 
-class OneLineParser(ArgumentParser):
-    """Reports a command-line mistake in one line (status 2), not after a screen of usage."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(formatter_class=OptionHelpFormatter, **kwargs)
+class OneLineErrors(ArgumentParser):
+    """The error policy of every ``seq2seq`` parser, the commands' and the Lightning ones':
+    a command-line or config mistake is reported in one line (status 2), not after a screen
+    of usage."""
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:  # a parser used internally: jsonargparse handles the error
             super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
-        print_usage_error(message, parser.prog)
+        print_usage_error(message, parser.prog.replace(" [options]", ""))
         sys.exit(2)
 
 
-def _unwrap(hint: Any) -> tuple[Any, Range | None]:
-    """The type under ``X | None`` and ``Annotated[X, Range(...)]``, and the range."""
-    if get_origin(hint) in (Union, types.UnionType):  # Optional[X], X | None
-        hint = next(arg for arg in get_args(hint) if arg is not type(None))
-    if get_origin(hint) is Annotated:
-        base, *metadata = get_args(hint)
-        return base, next((m for m in metadata if isinstance(m, Range)), None)
-    return hint, None
+class OneLineParser(OneLineErrors):
+    """The parser of a command written as a function (``@command``): one-line errors, each
+    option's help as written."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(formatter_class=OptionHelpFormatter, **kwargs)
 
 
 def option_name(parameter: str) -> str:
@@ -104,7 +100,7 @@ def _add_option(parser: ArgumentParser, name: str, hint: Any, default: Any, doc:
     """One option for parameter ``name``: a switch for a bool, repeatable for a list,
     choices for a Literal, a checked number for a range, with its range and default
     appended to its help."""
-    kind, numbers = _unwrap(hint)
+    kind, numbers = range_of(hint)
     kwargs: dict[str, Any] = {}
     notes = [numbers.words(kind)] if numbers else []
     if kind is bool:

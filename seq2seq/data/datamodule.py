@@ -28,7 +28,7 @@ import logging
 import os
 from functools import partial
 from pathlib import Path
-from typing import get_args
+from typing import Annotated, get_args
 
 import numpy as np
 import pytorch_lightning as pl
@@ -40,6 +40,7 @@ from seq2seq.data.sources import load_split
 from seq2seq.data.split_text import SplitText
 from seq2seq.data.tokenised import TokenisedRows, load_or_tokenise
 from seq2seq.errors import DataError
+from seq2seq.ranges import Range, check_arguments
 from seq2seq.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
 
 TOKENS_FORMAT = 4  # part of the tokenised cache's key: bump when its files change
@@ -118,39 +119,29 @@ class TranslationDataModule(pl.LightningDataModule):
         train_split: str = "train",
         val_split: str = "val",
         test_split: str = "test",
-        vocab_size: int = 8000,
+        vocab_size: Annotated[int, Range(1)] = 8000,
         spm_model_type: ModelType = "unigram",
         joint_vocab: bool = True,
-        character_coverage: float = 1.0,
-        max_piece_length: int = 16,
+        character_coverage: Annotated[float, Range(0, 1, above=True)] = 1.0,
+        max_piece_length: Annotated[int, Range(1)] = 16,
         lowercase: bool = False,
-        max_tokens: int = 4096,
-        eval_max_tokens: int | None = None,
-        max_len: int = 100,
+        max_tokens: Annotated[int, Range(1)] = 4096,
+        eval_max_tokens: Annotated[int, Range(1)] | None = None,
+        max_len: Annotated[int, Range(1)] = 100,
         cache_dir: str = "data/cache",
         seed: int = 1,
-        num_workers: int = 0,
+        num_workers: Annotated[int, Range(0)] = 0,
         hub_config: str | None = None,
-        spm_sample: int = 100_000,
-        spm_threads: int | None = None,
-        num_proc: int | None = None,
+        spm_sample: Annotated[int, Range(0)] = 100_000,
+        spm_threads: Annotated[int, Range(1)] | None = None,
+        num_proc: Annotated[int, Range(1)] | None = None,
         allow_same_language: bool = False,
-        subword_nbest: int = 0,
-        subword_alpha: float = 0.1,
+        subword_nbest: Annotated[int, Range(0)] = 0,
+        subword_alpha: Annotated[float, Range(0)] = 0.1,
     ) -> None:
         super().__init__()
+        check_arguments(TranslationDataModule.__init__, locals(), "data.", DataError)
         eval_max_tokens = eval_max_tokens or max_tokens
-        for name, value in [
-            ("vocab_size", vocab_size),
-            ("max_tokens", max_tokens),
-            ("eval_max_tokens", eval_max_tokens),
-            ("max_len", max_len),
-            ("max_piece_length", max_piece_length),
-            ("spm_threads", 1 if spm_threads is None else spm_threads),
-            ("num_proc", 1 if num_proc is None else num_proc),
-        ]:
-            if value < 1:
-                raise DataError(f"data.{name} must be at least 1, got {value}")
         if src_lang == tgt_lang and not allow_same_language:
             raise DataError(
                 f"data.src_lang and data.tgt_lang are both {src_lang!r}: both sides would be "
@@ -158,22 +149,11 @@ class TranslationDataModule(pl.LightningDataModule):
             )
         if spm_model_type not in get_args(ModelType):
             raise DataError(f"data.spm_model_type must be unigram or bpe, got {spm_model_type!r}")
-        if not 0 < character_coverage <= 1:
-            raise DataError(f"data.character_coverage must be in (0, 1], got {character_coverage}")
-        if num_workers < 0:
-            raise DataError(f"data.num_workers must be at least 0, got {num_workers}")
-        if subword_nbest < 0 or subword_alpha < 0:
-            raise DataError(
-                f"data.subword_nbest and data.subword_alpha must be at least 0, got "
-                f"{subword_nbest} and {subword_alpha}"
-            )
         if subword_nbest and spm_model_type != "unigram":
             raise DataError(
                 "data.subword_nbest draws segmentations by their likelihood, which only a "
                 f"unigram vocabulary gives: set data.spm_model_type unigram (not {spm_model_type})"
             )
-        if spm_sample < 0:
-            raise DataError(f"data.spm_sample must be at least 0 (0: every pair), got {spm_sample}")
         cores = os.cpu_count() or 1
         self.vocab_settings = VocabSettings(
             vocab_size=vocab_size,

@@ -11,7 +11,7 @@ import logging
 import math
 import random
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytorch_lightning as pl
 import torch
@@ -24,6 +24,7 @@ from seq2seq.inference.checkpoint import CHECKPOINT_KEY, Payload
 from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.model import EncoderDecoder, VocabSpec
+from seq2seq.ranges import Range, check_arguments
 from seq2seq.tokenizer import Vocabulary
 from seq2seq.training.epoch_metrics import Perplexity, SplitTranslations
 from seq2seq.training.loss import label_smoothed_nll, symmetric_kl
@@ -96,23 +97,22 @@ class TranslationTask(pl.LightningModule):
         self,
         model: Callable[[VocabSpec], EncoderDecoder],
         vocab: Vocabulary,
-        label_smoothing: float = 0.1,
-        lr: float = 5e-4,
+        label_smoothing: Annotated[float, Range(0, 1, below=True)] = 0.1,
+        lr: Annotated[float, Range(0, above=True)] = 5e-4,
         betas: tuple[float, float] = (0.9, 0.98),
-        weight_decay: float = 0.0,
-        warmup_steps: int = 1000,
+        weight_decay: Annotated[float, Range(0)] = 0.0,
+        warmup_steps: Annotated[int, Range(0)] = 1000,
         schedule: Schedule = "inverse_sqrt",
-        val_beam_size: int = 1,
-        test_beam_size: int = 5,
-        length_penalty: float = 1.0,
-        max_len_ratio: float = 1.5,
-        max_len_offset: int = 10,
+        val_beam_size: Annotated[int, Range(1)] = 1,
+        test_beam_size: Annotated[int, Range(1)] = 5,
+        length_penalty: Annotated[float, Range(0)] = 1.0,
+        max_len_ratio: Annotated[float, Range(0)] = 1.5,
+        max_len_offset: Annotated[int, Range(0)] = 10,
         nonfinite_loss: Literal["stop", "skip"] = "stop",
-        rdrop_alpha: float = 0.0,
+        rdrop_alpha: Annotated[float, Range(0)] = 0.0,
     ) -> None:
         super().__init__()
-        if not rdrop_alpha >= 0:  # NaN too
-            raise Seq2SeqError(f"model.rdrop_alpha must be at least 0 (0: off), got {rdrop_alpha}")
+        check_arguments(TranslationTask.__init__, locals(), "model.", Seq2SeqError)
         self.vocab = vocab
         self.model = model(vocab.spec)
         self.label_smoothing = label_smoothing
