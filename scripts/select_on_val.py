@@ -7,7 +7,9 @@ seeds (``val-table.md``, ``val-table.png``); ``ensemble`` chooses an ensemble's 
 length penalty on val; ``final`` scores a recipe's seeds, or an ensemble and its members, on
 the test set under what val chose, once per test split; ``distill`` has a recipe's seed (or
 an ensemble), under the setting val chose, translate the training sources for a student
-(docs/distillation.md). The protocol: docs/benchmarks/selection.md.
+(docs/distillation.md); ``record`` copies every record (JSON, no checkpoint) into a folder
+of the repository with the val table they give, which the report links and a test checks
+against them. The protocol: docs/benchmarks/selection.md.
 
     python scripts/select_on_val.py train --name anchor --seeds 1 2 3 \\
         --config configs/multi30k/base/transformer.yaml --config my-variant.yaml [-- OPTIONS]
@@ -15,6 +17,7 @@ an ensemble), under the setting val chose, translate the training sources for a 
     python scripts/select_on_val.py final --name anchor
     python scripts/select_on_val.py ensemble --name two --members anchor:1 anchor:2
     python scripts/select_on_val.py distill --teacher anchor:1 --corpus data/multi30k-kd
+    python scripts/select_on_val.py record --into docs/benchmarks/results/selection
 """
 
 from __future__ import annotations
@@ -186,7 +189,14 @@ def val_rows(out: Path) -> list[str]:
         fits = [load_json(recipe_dir / f"seed{seed}" / "train.json") for seed in per_seed]
         minutes = f"{statistics.mean(fit['seconds'] / 60 for fit in fits):.0f}"
         resumed = any(fit.get("resumed") for fit in fits)
-        cells.append(minutes + (" (resumed: the last part)" if resumed else ""))
+        minutes += " (resumed: the last part)" if resumed else ""
+        if trained_on := load_json(recipe_dir / "recipe.json").get("trained_on"):
+            minutes += f" on {trained_on.split(',')[0]}"  # a lent GPU, not this machine
+        cells.append(minutes)
+        tested = first_test_scores(recipe_dir)
+        cells.append(
+            mean_and_spread([s["bleu_literature"] for s in tested.values()]) if tested else "–"
+        )
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
@@ -194,8 +204,8 @@ def val_rows(out: Path) -> list[str]:
 def print_table(out: Path) -> None:
     lines = [
         "| recipe | seeds | model | length penalty | val BLEU (lit.) | val sacreBLEU | val chrF "
-        "| train min |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| train min | {TEST_SPLIT} BLEU (lit.), scored once |",
+        "|---|---|---|---|---|---|---|---|---|",
         *val_rows(out),
     ]
     if ensembles := ensemble_rows(out):
@@ -467,6 +477,25 @@ def distill(args: argparse.Namespace) -> None:
     save_json(folder / "distill.json", {"teacher": args.teacher, **record})
 
 
+RECORDS = ("recipe.json", "ensemble.json", "val.json", "final.json", "train.json", "distill.json")
+
+
+def record(args: argparse.Namespace) -> None:
+    """Copy the records of every recipe and ensemble in ``args.out`` that has val scores (its
+    JSON files, no checkpoint or translation) into ``args.into``, and write the val table
+    they give there (``val-table.md``, ``val-table.png``)."""
+    scored = sorted({path.parents[1] for path in args.out.glob("*/seed*/val.json")})
+    scored += sorted(path.parent for path in args.out.glob("*/val.json"))  # ensembles
+    copied = 0
+    for folder in scored:
+        for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*/*.json")):
+            if path.name in RECORDS:
+                save_json(args.into / path.relative_to(args.out), load_json(path))
+                copied += 1
+    print(f"{copied} records of {len(scored)} recipes and ensembles copied into {args.into}")
+    print_table(args.into)
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/selection"))
@@ -497,6 +526,10 @@ def parse_args() -> argparse.Namespace:
     )
     distill_command.add_argument("--corpus", type=Path, required=True, help="the new folder")
     distill_command.add_argument("--keep-originals", action="store_true")
+    record_command = commands.add_parser(
+        "record", help="copy every record and the val table into a folder of the repository"
+    )
+    record_command.add_argument("--into", type=Path, required=True)
     ensemble_command = commands.add_parser(
         "ensemble", help="score an ensemble of trained seeds on val (members: recipe:seed)"
     )
@@ -507,7 +540,7 @@ def parse_args() -> argparse.Namespace:
         help="weightings to try, each a weight per member, comma-separated (0.7,0.3)",
     )  # fmt: skip
     args = parser.parse_args()
-    if args.command != "table" and not (args.data / f"{VAL_SPLIT}.en.gz").exists():
+    if args.command not in ("table", "record") and not (args.data / f"{VAL_SPLIT}.en.gz").exists():
         parser.error(f"no Multi30k corpus in {args.data} (run `make multi30k` or pass --data)")
     return args
 
@@ -515,7 +548,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     {"train": train, "table": lambda args: print_table(args.out), "ensemble": ensemble,
-     "final": final, "distill": distill}[args.command](args)  # fmt: skip
+     "final": final, "distill": distill, "record": record}[args.command](args)  # fmt: skip
 
 
 if __name__ == "__main__":

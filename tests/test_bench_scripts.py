@@ -320,7 +320,7 @@ def test_selection_chooses_the_setting_with_the_best_mean_over_seeds(
     assert chosen == selection.Setting("last-10", 1.5)
     (row,) = selection.val_rows(tmp_path)
     scores = "39.80 ± 0.14 | 38.80 ± 0.14 | 59.80 ± 0.14"
-    assert row == f"| anchor | 1, 2 | last-10 | 1.5 | {scores} | 30 |"
+    assert row == f"| anchor | 1, 2 | last-10 | 1.5 | {scores} | 30 | – |"
 
 
 def test_selection_scores_a_recipe_on_each_test_set_only_once(
@@ -654,3 +654,15 @@ def test_a_teacher_distills_under_the_setting_val_chose_and_only_once(
     args.teacher, args.corpus = "nobody", tmp_path / "kd-nobody"
     with pytest.raises(SystemExit, match="neither recipe:seed nor a val-scored ensemble"):
         selection.distill(args)
+
+
+def test_the_committed_val_table_is_what_the_committed_records_give(selection: ModuleType):
+    """docs/benchmarks/results/selection holds the selection's records (`select_on_val.py
+    record`) and the table the report links: regenerated from the records, it is the same,
+    so the two cannot drift apart."""
+    records = SCRIPTS.parent / "docs" / "benchmarks" / "results" / "selection"
+    committed = (records / "val-table.md").read_text(encoding="utf-8").splitlines()
+    rows = selection.val_rows(records) + selection.ensemble_rows(records)
+    assert rows and all(row in committed for row in rows)
+    table_rows = [line for line in committed if line.startswith("| ") and "---" not in line]
+    assert len(table_rows) == len(rows) + 1 + bool(selection.ensemble_rows(records))
