@@ -78,6 +78,13 @@ def range_of(hint: Any) -> tuple[Any, Range | None]:
     return hint, None
 
 
+def declared_ranges(function: Callable[..., Any]) -> dict[str, tuple[Any, Range]]:
+    """Each parameter of ``function`` whose annotation declares a Range: its type and range."""
+    hints = get_type_hints(function, include_extras=True)
+    found = {name: range_of(hint) for name, hint in hints.items()}
+    return {name: (kind, bounds) for name, (kind, bounds) in found.items() if bounds}
+
+
 def check_arguments(
     function: Callable[..., Any], arguments: Mapping[str, Any], prefix: str,
     error: type[Exception],
@@ -85,10 +92,8 @@ def check_arguments(
     """Every argument of ``function`` whose annotation declares a Range, checked against it
     (None, where the annotation allows it, is not checked): ``error`` says the first one
     outside, as ``{prefix}{name} must be an integer >= 1, got 0``."""
-    for name, hint in get_type_hints(function, include_extras=True).items():
-        kind, bounds = range_of(hint)
-        value = arguments.get(name)
-        if bounds is None or value is None:
+    for name, (kind, bounds) in declared_ranges(function).items():
+        if (value := arguments.get(name)) is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise error(f"{prefix}{name} must be {bounds.words(kind)}, got {value!r}")

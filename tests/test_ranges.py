@@ -8,25 +8,19 @@ import inspect
 import math
 import re
 from collections.abc import Callable
-from typing import Any, get_type_hints
+from typing import Any
 
 import pytest
 
 from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.errors import DataError, Seq2SeqError
-from seq2seq.ranges import Range, check_arguments, range_of
+from seq2seq.ranges import Range, check_arguments, declared_ranges
 from seq2seq.training.task import TranslationTask
 
 BUILT_FROM_CONFIGS = [
     (TranslationDataModule.__init__, "data.", DataError),
     (TranslationTask.__init__, "model.", Seq2SeqError),
 ]
-
-
-def ranged(function: Callable[..., Any]) -> dict[str, tuple[type, Range]]:
-    hints = get_type_hints(function, include_extras=True)
-    found = {name: range_of(hint) for name, hint in hints.items()}
-    return {name: (kind, bounds) for name, (kind, bounds) in found.items() if bounds}
 
 
 def outside(kind: type, bounds: Range) -> list[float]:
@@ -54,7 +48,7 @@ def test_a_range_says_its_values_and_holds_to_them():
 def test_every_declared_range_of_the_data_module_and_the_task_is_checked(
     function: Callable[..., Any], prefix: str, error: type[Exception]
 ):
-    declared = ranged(function)
+    declared = declared_ranges(function)
     assert len(declared) >= 10  # the numeric settings of each declare their range
     defaults = {
         name: p.default for name, p in inspect.signature(function).parameters.items()
@@ -76,3 +70,19 @@ def test_the_data_module_and_the_task_check_their_ranges_when_built():
         TranslationTask(model=None, vocab=None, label_smoothing=1.0)  # type: ignore[arg-type]
     with pytest.raises(Seq2SeqError, match=r"^model.lr must be a number > 0, got 0.0$"):
         TranslationTask(model=None, vocab=None, lr=0.0)  # type: ignore[arg-type]
+
+
+def test_fit_help_says_each_declared_range(capsys: pytest.CaptureFixture[str]):
+    from seq2seq.commands.main import main
+
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for option, words in [
+        ("data.max_tokens", "an integer >= 1"),
+        ("data.character_coverage", "a number in (0, 1]"),
+        ("model.label_smoothing", "a number in [0, 1)"),
+        ("model.lr", "a number > 0"),
+    ]:
+        after = help_text.split(f"--{option} ", 1)[1].split(" --", 1)[0]
+        assert f"({words}; type: " in after, (option, after)

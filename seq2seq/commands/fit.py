@@ -8,12 +8,15 @@ training stack.
 
 from __future__ import annotations
 
+import argparse
+import functools
 import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from jsonargparse import DefaultHelpFormatter
 from pytorch_lightning import LightningModule, Trainer
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, ThroughputMonitor
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
@@ -23,6 +26,7 @@ from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, OneLineErro
 from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.errors import Seq2SeqError
 from seq2seq.inference.checkpoint import read_checkpoint
+from seq2seq.ranges import declared_ranges
 
 # --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
 # when the parser is built, so every model family is imported here.
@@ -85,9 +89,35 @@ def default_loggers(root: str, tensorboard: bool, claim: bool) -> list[Logger]:
     return [csv, TensorBoardLogger(save_dir=root, name="logs", version=csv.version)]
 
 
+@functools.cache
+def range_words() -> dict[str, str]:
+    """``data.max_tokens`` -> ``an integer >= 1``: the ranges that the data module's and the
+    task's arguments declare, as the help says them."""
+    built = {"data.": TranslationDataModule.__init__, "model.": TranslationTask.__init__}
+    return {
+        prefix + name: bounds.words(kind)
+        for prefix, function in built.items()
+        for name, (kind, bounds) in declared_ranges(function).items()
+    }
+
+
+class RangeHelpFormatter(DefaultHelpFormatter):
+    """jsonargparse's help, with the declared range of an option before its type:
+    ``(an integer >= 1; type: int, default: 4096)``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = super()._get_help_string(action) or ""
+        if words := range_words().get(action.dest):
+            text = text.replace("(type: ", f"({words}; type: ", 1)
+        return text
+
+
 class TrainingParser(OneLineErrors, LightningArgumentParser):
-    """The parser of fit, validate and test: the commands' one-line errors, and Lightning's
-    --trainer.* options last in its help."""
+    """The parser of fit, validate and test: the commands' one-line errors, each declared
+    range in its option's help, and Lightning's --trainer.* options last."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, formatter_class=RangeHelpFormatter, **kwargs)
 
     def format_help(self) -> str:
         """The help, with the Trainer's 250 options after the toolkit's own, so that
