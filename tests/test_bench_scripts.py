@@ -528,7 +528,7 @@ def test_a_stopped_fit_continues_from_its_last_checkpoint(
     write_json(folder / "val.json", {"last-1@lp1": {"bleu_literature": 1, "bleu": 1, "chrf": 1}})
     write_json(tmp_path / "anchor" / "recipe.json", {"config": ["base.yaml"], "override": []})
     (row,) = selection.val_rows(tmp_path)
-    assert row.endswith("| 1 (resumed: the last part) |" if stopped else "| 1 |")
+    assert row.endswith("| 1 (resumed: the last part) | – |" if stopped else "| 1 | – |")
 
 
 def test_an_ensembles_weights_are_named_in_its_setting_and_read_back(selection: ModuleType):
