@@ -7,11 +7,6 @@ SEQ2SEQ := $(BIN)/seq2seq
 STAMP := $(VENV)/.installed
 export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_OFFLINE ?= 1
-# Bytecode: pip does not compile the packages (--no-compile: about a minute less of
-# install); each module is compiled once, by the first Python that imports it, into a
-# __pycache__ folder that git ignores, also where the environment sets
-# PYTHONDONTWRITEBYTECODE (which would have every test's process compile seq2seq again).
-export PYTHONDONTWRITEBYTECODE :=
 
 # Multi30k: linked from a local copy when there is one, else downloaded.
 MULTI30K_LOCAL ?= ../shared/data/multi30k
@@ -29,8 +24,8 @@ install: $(STAMP)
 # torch first, pinned to the CPU wheel; then the project, whose torch range admits it.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -e ".[dev,tensorboard,serve,export]"
+	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev,tensorboard,serve,export]"
 	touch $@
 
 demo: $(STAMP)
