@@ -102,26 +102,35 @@ def test_summary_reads_every_part_and_reports_missing_ones(summary: ModuleType, 
     assert "| 100.00 | ≥ 100 | met |" in decoding
 
 
+def bootstrap_table(
+    quality: ModuleType, folder: Path, refs: list[str], outputs: dict[str, list[str]],
+    bleus: dict[str, tuple[float, float]],
+) -> list[str]:  # fmt: skip
+    """bench_quality's paired-bootstrap lines for configs that wrote ``outputs`` into
+    ``folder`` and scored ``bleus`` (sacreBLEU, literature BLEU) against ``refs``."""
+    ref = folder / "ref.txt"
+    ref.write_text("\n".join(refs) + "\n")
+    for name, hyps in outputs.items():
+        (folder / name).mkdir()
+        (folder / name / "hypotheses.txt").write_text("\n".join(hyps) + "\n")
+    results = [
+        {"name": name, "bleu": bleu, "bleu_literature": literature}
+        for name, (bleu, literature) in bleus.items()
+    ]
+    return quality.paired_bootstrap(results, folder, ref, samples=200)
+
+
 def test_paired_bootstrap_compares_every_config_with_the_baseline(
     quality: ModuleType, tmp_path: Path
 ):
     refs = [f"a small dog number {i} runs on the green grass" for i in range(40)]
-    ref = tmp_path / "ref.txt"
-    ref.write_text("\n".join(refs) + "\n")
     outputs = {
         "bahdanau": refs[:20] + ["a dog"] * 20,
         "luong-dot": ["a dog"] * 40,
         "transformer": refs,
     }
-    for name, hyps in outputs.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "hypotheses.txt").write_text("\n".join(hyps) + "\n")
-    results = [
-        {"name": "bahdanau", "bleu": 50.0, "bleu_literature": 50.0},
-        {"name": "luong-dot", "bleu": 1.0, "bleu_literature": 1.0},
-        {"name": "transformer", "bleu": 100.0, "bleu_literature": 100.0},
-    ]
-    lines = quality.paired_bootstrap(results, tmp_path, ref, samples=200)
+    bleus = {"bahdanau": (50.0, 50.0), "luong-dot": (1.0, 1.0), "transformer": (100.0, 100.0)}
+    lines = bootstrap_table(quality, tmp_path, refs, outputs, bleus)
     rows = [line for line in lines if line.startswith("| bahdanau |")]
     assert [row.split(" | ")[1] for row in rows] == ["bahdanau", "luong-dot", "transformer"]
     assert rows[0].endswith("| – |")  # the baseline has no p-value against itself
@@ -134,24 +143,19 @@ def test_paired_bootstrap_pits_the_best_rnn_against_the_best_transformer_lowerca
     quality: ModuleType, tmp_path: Path
 ):
     refs = [f"A small dog number {i} runs on the green grass" for i in range(40)]
-    ref = tmp_path / "ref.txt"
-    ref.write_text("\n".join(refs) + "\n")
     outputs = {  # lowercased training writes lowercase: its BLEU here must not suffer for it
         "luong-concat": refs[:20] + ["A dog"] * 20,
         "luong-concat-lowercase": [line.lower() for line in refs],
         "transformer": refs[:30] + ["A dog"] * 10,
         "transformer-lowercase": [line.lower() for line in refs[:35]] + ["a dog"] * 5,
     }
-    for name, hyps in outputs.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "hypotheses.txt").write_text("\n".join(hyps) + "\n")
-    results = [
-        {"name": "luong-concat", "bleu": 50.0, "bleu_literature": 50.0},
-        {"name": "luong-concat-lowercase", "bleu": 5.0, "bleu_literature": 100.0},
-        {"name": "transformer", "bleu": 80.0, "bleu_literature": 80.0},
-        {"name": "transformer-lowercase", "bleu": 6.0, "bleu_literature": 90.0},
-    ]
-    lines = quality.paired_bootstrap(results, tmp_path, ref, samples=200)
+    bleus = {
+        "luong-concat": (50.0, 50.0),
+        "luong-concat-lowercase": (5.0, 100.0),
+        "transformer": (80.0, 80.0),
+        "transformer-lowercase": (6.0, 90.0),
+    }
+    lines = bootstrap_table(quality, tmp_path, refs, outputs, bleus)
     rows = [line.split(" | ") for line in lines if line.startswith("| ")][1:]
     assert [(row[0], row[1]) for row in rows] == [
         ("| luong-concat-lowercase", "luong-concat-lowercase"),

@@ -82,28 +82,36 @@ def cli_error(capsys, *args: str) -> str:
     return errors[0].split(ERROR)[1]
 
 
-def test_translate_output_on_a_full_disk(trained_run, tmp_path, capsys, full_disk):
-    source = tmp_path / "in.en"
-    source.write_text("twenty-one\n" * 200)
-    out = tmp_path / "out.de"
+def translate_over_old_output(
+    capsys, ckpt: Path, folder: Path, source_text: bytes, *options: str
+) -> tuple[str, Path, Path]:
+    """``translate`` of ``source_text`` into an output file that holds old translations,
+    failing: its one-line error, the source and the output; the output keeps its old
+    content and no temporary file is left."""
+    source, out = folder / "in.en", folder / "out.de"
+    source.write_bytes(source_text)
     out.write_text("old translations\n")
-    args = ["translate", "--ckpt", str(trained_run["ckpt"]), "--beam", "1", "--input"]
-    error = cli_error(capsys, *args, str(source), "--output", str(out))
-    assert error == f"cannot write {out}: No space left on device; {out} keeps its previous content"
+    args = ["translate", "--ckpt", str(ckpt), *options, "--input", str(source)]
+    error = cli_error(capsys, *args, "--output", str(out))
     assert out.read_text() == "old translations\n"
-    assert only_file(tmp_path) == ["in.en", "out.de"]
+    assert only_file(folder) == ["in.en", "out.de"]
+    return error, source, out
+
+
+def test_translate_output_on_a_full_disk(trained_run, tmp_path, capsys, full_disk):
+    text = b"twenty-one\n" * 200
+    error, _, out = translate_over_old_output(
+        capsys, trained_run["ckpt"], tmp_path, text, "--beam", "1"
+    )
+    assert error == f"cannot write {out}: No space left on device; {out} keeps its previous content"
 
 
 def test_a_failure_while_streaming_keeps_the_old_output(trained_run, tmp_path, capsys):
-    source = tmp_path / "in.en"
-    source.write_bytes(b"twenty-one\n" * 300 + b"\xff\n")
-    out = tmp_path / "out.de"
-    out.write_text("old translations\n")
-    args = ["translate", "--ckpt", str(trained_run["ckpt"]), "--max-tokens", "8", "--input"]
-    error = cli_error(capsys, *args, str(source), "--output", str(out))
+    text = b"twenty-one\n" * 300 + b"\xff\n"
+    error, source, _ = translate_over_old_output(
+        capsys, trained_run["ckpt"], tmp_path, text, "--max-tokens", "8"
+    )
     assert error == f"{source}: line 301 is not valid UTF-8 (invalid start byte)"
-    assert out.read_text() == "old translations\n"
-    assert only_file(tmp_path) == ["in.en", "out.de"]
 
 
 def test_average_on_a_full_disk(trained_run, tmp_path, capsys, full_disk):

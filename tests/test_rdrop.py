@@ -48,6 +48,14 @@ def task(family: str, dropout: dict[str, float], alpha: float) -> TranslationTas
     return TranslationTask(model, VOCAB, label_smoothing=0.1, rdrop_alpha=alpha).train()
 
 
+def forward_rows(model_task: TranslationTask) -> list[int]:
+    """The batch rows of each forward of ``model_task``'s model from now on, as a list that
+    grows with every call."""
+    rows: list[int] = []
+    model_task.model.register_forward_hook(lambda _, inputs, __: rows.append(inputs[0].size(0)))
+    return rows
+
+
 def batch() -> Batch:
     """Three pairs of different lengths (so rows are padded), as the data module makes them."""
     pairs = [("one two three four", "ONE TWO THREE FOUR"), ("five", "FIVE SIX"), ("ten", "TEN")]
@@ -77,8 +85,7 @@ def test_without_dropout_the_kl_is_zero_and_the_loss_is_the_plain_one(family: st
 @pytest.mark.parametrize("family", FAMILIES)
 def test_at_alpha_0_the_loss_is_the_plain_one_and_the_model_runs_once(family: str) -> None:
     plain = task(family, DROPOUT[family], alpha=0.0)
-    rows_seen = []
-    plain.model.register_forward_hook(lambda _, inputs, __: rows_seen.append(inputs[0].size(0)))
+    rows_seen = forward_rows(plain)
     torch.manual_seed(1)
     loss, nll, n, kl = plain._training_loss(batch())
     torch.manual_seed(1)
@@ -91,8 +98,7 @@ def test_at_alpha_0_the_loss_is_the_plain_one_and_the_model_runs_once(family: st
 @pytest.mark.parametrize("family", FAMILIES)
 def test_with_dropout_the_kl_is_positive_and_adds_alpha_times_itself(family: str) -> None:
     rdrop = task(family, DROPOUT[family], alpha=5.0)
-    rows_seen = []
-    rdrop.model.register_forward_hook(lambda _, inputs, __: rows_seen.append(inputs[0].size(0)))
+    rows_seen = forward_rows(rdrop)
     torch.manual_seed(1)
     loss, _, n, kl = rdrop._training_loss(batch())
     assert rows_seen == [6]  # one forward over the batch stacked twice
