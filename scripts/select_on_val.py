@@ -250,10 +250,17 @@ def candidates(out: Path) -> list[Candidate]:
     return recipes + ensembles
 
 
+def test_scorings(folder: Path, split: str) -> list[dict[str, Any]]:
+    """Each time ``folder``'s recipe or ensemble was scored on ``split``, first first (a record
+    that names no split was on the default test set)."""
+    records = load_json(folder / "final.json", [])
+    return [record for record in records if record.get("split", TEST_SPLIT) == split]
+
+
 def first_test_scores(folder: Path, split: str = TEST_SPLIT) -> dict[str, Any]:
     """The scores of the first time ``folder``'s recipe or ensemble was scored on ``split``
     (empty: never)."""
-    scored = [r for r in load_json(folder / "final.json", []) if r.get("split", split) == split]
+    scored = test_scorings(folder, split)
     return scored[0]["scores"] if scored else {}
 
 
@@ -295,7 +302,7 @@ def final(args: argparse.Namespace) -> None:
         sys.exit(f"the ensemble {args.name} has no val scores yet (run `ensemble` first)")
     record_path = folder / "final.json"
     history = load_json(record_path, [])
-    if scored := [r for r in history if r["split"] == args.test_split]:
+    if scored := test_scorings(folder, args.test_split):
         if args.skip_scored:
             print(f"{args.name} {args.test_split}: scored already, {scored[0]['scores']}")
             return
@@ -340,7 +347,10 @@ def ensemble_model(weights: list[float] | None) -> str:
 
 
 def ensemble_weights(model: str) -> list[float] | None:
-    """The weights an ensemble's setting names (None: equal); ``ensemble_model`` reversed."""
+    """The weights an ensemble's setting names (None: equal, or not an ensemble's setting);
+    ``ensemble_model`` reversed."""
+    if not model.startswith(ENSEMBLE):
+        return None
     inside = model.removeprefix(ENSEMBLE).strip("[]")
     return [float(w) for w in inside.split(",")] if inside else None
 
@@ -463,8 +473,7 @@ def distill(args: argparse.Namespace) -> None:
     command += ["--data", str(args.data), "--out", str(args.corpus), "--src-lang", src_lang]
     command += ["--tgt-lang", tgt_lang, "--beam", str(args.beam)]
     command += ["--length-penalty", f"{setting.length_penalty:g}"]
-    weights = ensemble_weights(setting.model) if setting.model.startswith(ENSEMBLE) else None
-    if weights is not None:
+    if (weights := ensemble_weights(setting.model)) is not None:
         command += ["--ensemble-weight", *map(str, weights)]
     command += ["--keep-originals"] if args.keep_originals else []
     folder = args.out / args.teacher.partition(":")[0] / "distill" / args.corpus.name
@@ -487,8 +496,8 @@ def record(args: argparse.Namespace) -> None:
     scored = sorted({path.parents[1] for path in args.out.glob("*/seed*/val.json")})
     scored += sorted(path.parent for path in args.out.glob("*/val.json"))  # ensembles
     copied = 0
-    for folder in scored:
-        for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*/*.json")):
+    for folder in scored:  # its seeds' records, and a teacher's distill/CORPUS/distill.json
+        for path in sorted(folder.rglob("*.json")):
             if path.name in RECORDS:
                 save_json(args.into / path.relative_to(args.out), load_json(path))
                 copied += 1
