@@ -12,10 +12,9 @@ class AdditiveAttention(GlobalAttention):
     W_k k is computed once per source sentence (``prepare``), W_q q once per query.
 
     Args:
-        query_size: Size Dq of the queries (the decoder fills it in: its state size).
-        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+        query_size, key_size: As in ``Attention``.
         hidden_size: Size of the hidden layer W_q q + W_k k that w_v scores.
-        dropout: Dropout on the attention weights.
+        dropout: As in ``SoftmaxAttention``.
     """
 
     def __init__(

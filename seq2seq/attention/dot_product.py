@@ -32,10 +32,8 @@ class ScaledDotProductAttention(GlobalAttention):
     """softmax(q k^T / sqrt(d)) v with dropout on the weights (Vaswani et al., 2017).
 
     Args:
-        query_size: Size Dq of the queries (the decoder fills it in: its state size).
-        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
-            Queries and keys must be of one size.
-        dropout: Dropout on the attention weights.
+        query_size, key_size: As in ``Attention``; queries and keys must be of one size.
+        dropout: As in ``SoftmaxAttention``.
     """
 
     def __init__(self, query_size: int, key_size: int, dropout: float = 0.0) -> None:
@@ -47,10 +45,8 @@ class DistanceAttention(GlobalAttention):
     """softmax(-||q - k||^2 / 2) v: keys close to the query get the weight.
 
     Args:
-        query_size: Size Dq of the queries (the decoder fills it in: its state size).
-        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
-            Queries and keys must be of one size.
-        dropout: Dropout on the attention weights.
+        query_size, key_size: As in ``Attention``; queries and keys must be of one size.
+        dropout: As in ``SoftmaxAttention``.
     """
 
     def __init__(self, query_size: int, key_size: int, dropout: float = 0.0) -> None:
@@ -71,8 +67,7 @@ class MultiHeadAttention(Attention):
     ``VARIABLE_SHAPE_BACKENDS``).
 
     Args:
-        query_size: Size Dq of the queries (the decoder fills it in: its state size).
-        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+        query_size, key_size: As in ``Attention``.
         num_heads: Number of heads H; must divide ``model_size``.
         model_size: Size d of the projected queries, keys and values, and of the output
             (default: ``query_size``); each head gets d / H.
@@ -133,21 +128,6 @@ class MultiHeadAttention(Attention):
                 "raise max_positions"
             )
         return self.position_bias[:, None, :keys]
-
-    def forward(
-        self,
-        queries: Tensor,
-        keys: Tensor,
-        values: Tensor,
-        valid_lens: Tensor | None,
-        query_pos: Tensor | None = None,
-        prepared: bool = False,
-        need_weights: bool = True,
-    ) -> tuple[Tensor, Tensor | None]:
-        """As ``Attention.forward``; without ``need_weights`` the weights are None."""
-        if not prepared:
-            keys, values = self.prepare(keys, values)
-        return self.attend(queries, keys, values, valid_lens, query_pos, need_weights)
 
     def attend(
         self,

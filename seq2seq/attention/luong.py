@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seq2seq.attention.base import Attention, GlobalAttention
+from seq2seq.attention.base import Attention, GlobalAttention, SoftmaxAttention
 from seq2seq.attention.scores import AdditiveScore, DotScore, GeneralScore, Score
 from seq2seq.errors import Seq2SeqError
-from seq2seq.masking import masked_softmax, softmax_where
+from seq2seq.masking import softmax_where
 
 ScoreName = Literal["dot", "general", "concat"]
 
@@ -75,8 +75,7 @@ class LuongAttention(GlobalAttention):
     valid source position.
 
     Args:
-        query_size: Size Dq of the queries (the decoder fills it in: its state size).
-        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+        query_size, key_size: As in ``Attention``.
         score: ``dot`` h_t^T h_s (queries and keys of one size), ``general``
             h_t^T W_a h_s, or ``concat`` v_a^T tanh(W_a [h_t; h_s]).
         hidden_size: Width of the concat score's hidden layer (default: ``query_size``).
@@ -94,13 +93,12 @@ class LuongAttention(GlobalAttention):
         )
 
 
-class LocationAttention(Attention):
+class LocationAttention(SoftmaxAttention):
     """Luong's location-based attention, ``a_t = softmax(W_a h_t)`` over the valid source
     positions: where to look is predicted from the query alone; the keys are not read.
 
     Args:
-        query_size: Size Dq of the queries (the decoder fills it in: its state size).
-        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
+        query_size, key_size: As in ``Attention``.
         max_positions: Longest source it can attend over: ``W_a`` has one row per source
             position, and a step over S keys uses its first S rows.
     """
@@ -109,24 +107,15 @@ class LocationAttention(Attention):
         super().__init__(query_size, key_size)
         self.position_scores = nn.Linear(query_size, max_positions, bias=False)
 
-    def attend(
-        self,
-        queries: Tensor,
-        keys: Tensor,
-        values: Tensor,
-        valid_lens: Tensor | None,
-        query_pos: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """queries [B, Tq, Dq], values [B, S, Dv] -> (context [B, Tq, Dv], weights [B, Tq, S])."""
-        num_keys, limit = values.size(1), self.position_scores.out_features
+    def scores(self, queries: Tensor, keys: Tensor) -> Tensor:
+        """queries [B, Tq, Dq], keys [B, S, Dk] (only S is read) -> scores [B, Tq, S]."""
+        num_keys, limit = keys.size(1), self.position_scores.out_features
         if num_keys > limit:
             raise Seq2SeqError(
                 f"a source of {num_keys} tokens is longer than location attention's max_positions "
                 f"({limit}): shorten the input or train with a larger max_positions"
             )
-        scores = F.linear(queries, self.position_scores.weight[:num_keys])  # [B, Tq, S]
-        weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(weights, values), weights
+        return F.linear(queries, self.position_scores.weight[:num_keys])
 
 
 class LocalAttention(Attention):
@@ -135,13 +124,11 @@ class LocalAttention(Attention):
     See the module's docstring for how the window is chosen, clipped and gathered.
 
     Args:
-        query_size: Size Dq of the queries (the decoder fills it in: its state size).
-        key_size: Size Dk of the keys (the decoder fills it in: the encoder's output size).
-        score: ``dot``, ``general`` or ``concat``, as in ``LuongAttention``.
+        query_size, key_size: As in ``Attention``.
+        score, hidden_size: As in ``LuongAttention``.
         window: The window's half-width D (at least 1): it covers 2D + 1 source positions.
         predictive: local-p, a window centre predicted from the decoder state; otherwise
             local-m, centred on the target position.
-        hidden_size: Width of the concat score's hidden layer (default: ``query_size``).
     """
 
     def __init__(
@@ -209,6 +196,7 @@ class LocalAttention(Attention):
         values: Tensor,
         valid_lens: Tensor | None,
         query_pos: Tensor | None = None,
+        need_weights: bool = True,
     ) -> tuple[Tensor, Tensor]:
         """queries [B, Tq, Dq], prepared keys [B, S, P], values [B, S, Dv]
         -> (context [B, Tq, Dv], weights [B, Tq, S], zero outside each window)."""
