@@ -148,13 +148,13 @@ PAGE = """<!DOCTYPE html>
 </head>
 <body>
 <h1>{title}</h1>
-<p>Hover a target piece to see the source pieces it attends to (shaded by weight,
+{above}<p>Hover a target piece to see the source pieces it attends to (shaded by weight,
 outlined at half the peak or more).</p>
 <label id="view-label">Attention shown: <select id="view"></select></label>
 <div id="sentences"></div>
 <script type="application/json" id="data">{data}</script>
 <script>{script}</script>
-</body>
+{below}</body>
 </html>
 """
 
@@ -198,6 +198,20 @@ def _sentence_data(sentence: SentenceAttention, links: str) -> dict:
     return record
 
 
+def page_html(title: str, data: dict, style: str = STYLE, above: str = "", below: str = "") -> str:
+    """The report's page: ``data`` (``views``, ``defaultView``, ``sentences``) drawn by
+    ``SCRIPT``; ``above``: HTML between the title and the heatmaps, ``below``: HTML after
+    the report's script (the live page puts its form and its own script there)."""
+    return PAGE.format(
+        title=html.escape(title),
+        style=style,
+        above=above,
+        data=json_for_script(data),
+        script=SCRIPT,
+        below=below,
+    )
+
+
 def json_for_script(data: object) -> str:
     """JSON that cannot end the script element or spell a URL: ``<`` and ``/`` escaped."""
     return json.dumps(data, ensure_ascii=False).replace("<", "\\u003c").replace("/", "\\/")
@@ -219,10 +233,5 @@ def write_report(
         "defaultView": default,
         "sentences": [_sentence_data(s, links.get(s.index, "")) for s in sentences],
     }
-    page = PAGE.format(
-        title=html.escape(title),
-        style=STYLE,
-        script=SCRIPT,
-        data=json_for_script(data),
-    )
+    page = page_html(title, data)
     return write_atomically(path, lambda file: file.write(page.encode("utf-8")))

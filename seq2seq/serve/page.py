@@ -9,9 +9,7 @@ answer to the report's ``addSentence``. Self-contained: no external script, styl
 
 from __future__ import annotations
 
-import html
-
-from seq2seq.inspection.report import SCRIPT, STYLE, head_views, json_for_script
+from seq2seq.inspection.report import STYLE, head_views, page_html
 
 FORM_STYLE = """
 form { display: flex; gap: 0.5em; margin: 1em 0; }
@@ -51,31 +49,13 @@ form.addEventListener("submit", async event => {
 });
 """
 
-PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-<style>{style}</style>
-</head>
-<body>
-<h1>{title}</h1>
-<form id="ask">
+FORM = """<form id="ask">
 <input type="text" id="source" placeholder="a sentence to translate" autofocus>
 <label>beam <input type="number" id="beam" min="1" max="{max_beam}" value="{beam}"></label>
 <button type="submit">Translate</button>
 </form>
 <p id="status"></p>
 <p>Translation: <strong id="translation"></strong></p>
-<p>Hover a target piece to see the source pieces it attends to (shaded by weight,
-outlined at half the peak or more).</p>
-<label id="view-label">Attention shown: <select id="view"></select></label>
-<div id="sentences"></div>
-<script type="application/json" id="data">{data}</script>
-<script>{script}</script>
-<script>{live_script}</script>
-</body>
-</html>
 """
 
 
@@ -83,12 +63,10 @@ def live_page(title: str, layers: int, heads: int, beam: int, max_beam: int) -> 
     """The page for a model whose attention has ``layers`` x ``heads`` maps."""
     views, default = head_views(layers, heads, None)
     data = {"views": views, "defaultView": default, "sentences": []}
-    return PAGE.format(
-        title=html.escape(title),
+    return page_html(
+        title,
+        data,
         style=STYLE + FORM_STYLE,
-        beam=beam,
-        max_beam=max_beam,
-        data=json_for_script(data),
-        script=SCRIPT,
-        live_script=LIVE_SCRIPT,
+        above=FORM.format(beam=beam, max_beam=max_beam),
+        below=f"<script>{LIVE_SCRIPT}</script>\n",
     )
