@@ -7,25 +7,17 @@ from __future__ import annotations
 import io
 import zipfile
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
 
 import pytest
+from cli_errors import cli_error
 
 from seq2seq.commands.main import build_parser, main
 from seq2seq.inference.decoding import DecodeOptions, search_settings
 from seq2seq.inference.search import SearchSettings
 
-ERROR = "seq2seq: error: "
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    """Run `seq2seq ARGS`; its exit status and its one error line (without the prefix)."""
-    with pytest.raises(SystemExit) as stopped:
-        main(list(args))
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert len(err.splitlines()) == 1 and err.startswith(ERROR), err
-    return stopped.value.code, err.strip().removeprefix(ERROR)
+one_line_error = partial(cli_error, alone=True)  # and nothing else on stderr
 
 
 class UnreadableStdin(io.TextIOWrapper):

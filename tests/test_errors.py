@@ -20,26 +20,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_errors import cli_error
 from tiny_run import tiny_config, write_config
 
 from seq2seq.commands.main import main
 from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.inference.checkpoint import load_trained
 from seq2seq.tokenizer import UNK_ID
-
-ERROR = "seq2seq: error: "
-
-
-def cli_error(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    """Run `seq2seq ARGS`; its exit status and its one error line (without the prefix)."""
-    with pytest.raises(SystemExit) as stopped:
-        main(list(args))
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    errors = [line for line in err.splitlines() if line.startswith(ERROR)]
-    assert len(errors) == 1, err
-    assert stopped.value.code != 0
-    return stopped.value.code, errors[0].removeprefix(ERROR)
 
 
 def run_config(trained_run: dict, root: Path, corpus: Path | None = None) -> Path:
