@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 from unittest import mock
 
 import pytest
@@ -69,6 +71,16 @@ def batch() -> Batch:
     return made
 
 
+Losses = TypeVar("Losses")
+
+
+def same_masks(loss: Callable[[Batch], Losses]) -> Losses:
+    """``loss`` of ``batch()`` with the random seed set first, so that every call draws the
+    same dropout masks."""
+    torch.manual_seed(1)
+    return loss(batch())
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_without_dropout_the_kl_is_zero_and_the_loss_is_the_plain_one(family: str) -> None:
     rdrop = task(family, NO_DROPOUT[family], alpha=5.0)
@@ -86,10 +98,8 @@ def test_without_dropout_the_kl_is_zero_and_the_loss_is_the_plain_one(family: st
 def test_at_alpha_0_the_loss_is_the_plain_one_and_the_model_runs_once(family: str) -> None:
     plain = task(family, DROPOUT[family], alpha=0.0)
     rows_seen = forward_rows(plain)
-    torch.manual_seed(1)
-    loss, nll, n, kl = plain._training_loss(batch())
-    torch.manual_seed(1)
-    expected = plain._loss(batch())
+    loss, nll, n, kl = same_masks(plain._training_loss)
+    expected = same_masks(plain._loss)
     assert rows_seen == [3, 3]  # one forward of the batch's 3 rows, in each call
     assert kl is None
     assert (loss, nll, n) == expected
@@ -99,13 +109,11 @@ def test_at_alpha_0_the_loss_is_the_plain_one_and_the_model_runs_once(family: st
 def test_with_dropout_the_kl_is_positive_and_adds_alpha_times_itself(family: str) -> None:
     rdrop = task(family, DROPOUT[family], alpha=5.0)
     rows_seen = forward_rows(rdrop)
-    torch.manual_seed(1)
-    loss, _, n, kl = rdrop._training_loss(batch())
+    loss, _, n, kl = same_masks(rdrop._training_loss)
     assert rows_seen == [6]  # one forward over the batch stacked twice
     assert kl > 0
     rdrop.rdrop_alpha = 2.0
-    torch.manual_seed(1)  # the same dropout masks: only alpha differs
-    loss_2, _, _, kl_2 = rdrop._training_loss(batch())
+    loss_2, _, _, kl_2 = same_masks(rdrop._training_loss)  # only alpha differs
     assert torch.equal(kl, kl_2)
     assert torch.allclose(loss - loss_2, 3.0 * kl, rtol=1e-5)
 
@@ -148,11 +156,9 @@ def test_padding_positions_contribute_nothing_whatever_their_ids_or_logits() -> 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_gradients_of_the_loss_and_of_its_kl_term_reach_every_parameter(family: str) -> None:
     rdrop = task(family, DROPOUT[family], alpha=5.0)
-    torch.manual_seed(1)
-    with_kl, *_ = rdrop._rdrop_loss(batch())
+    with_kl, *_ = same_masks(rdrop._rdrop_loss)
     rdrop.rdrop_alpha = 0.0
-    torch.manual_seed(1)  # the same dropout masks
-    without_kl, *_ = rdrop._rdrop_loss(batch())
+    without_kl, *_ = same_masks(rdrop._rdrop_loss)
     for loss in (with_kl, with_kl - without_kl):  # the whole loss; 5 x the KL alone
         rdrop.zero_grad()
         loss.backward(retain_graph=True)
