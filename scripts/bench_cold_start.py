@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchkit import REPO, alternate, save_json
+from benchkit import REPO, SEQ2SEQ, alternate, python_path, save_json
 
 TORCH = "import torch"
 
@@ -28,7 +28,7 @@ TORCH = "import torch"
 def commands(args: argparse.Namespace) -> dict[str, tuple[list[str], Path | None]]:
     """Each timed command by name: its argv and the checkout put first on PYTHONPATH."""
     ckpt = str(args.ckpt.resolve())
-    translate = [sys.executable, "-m", "seq2seq", "translate", "--ckpt", ckpt]
+    translate = [*SEQ2SEQ, "translate", "--ckpt", ckpt]
     runs: dict[str, tuple[list[str], Path | None]] = {
         TORCH: ([sys.executable, "-c", "import torch"], None),
         "translate (this checkout)": (translate, REPO),
@@ -42,9 +42,7 @@ def timed_run(argv: list[str], checkout: Path | None, line: str) -> float:
     """Seconds from starting ``argv`` to its exit; a failure or a missing translation raises.
     The process runs in ``checkout`` (``python -m`` puts its working folder first on the
     path), with ``checkout`` first on PYTHONPATH too."""
-    env = dict(os.environ)
-    if checkout is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), env.get("PYTHONPATH")]))
+    env = python_path(checkout) if checkout is not None else None
     start = time.perf_counter()
     done = subprocess.run(
         argv, input=line + "\n", capture_output=True, text=True, env=env, cwd=checkout

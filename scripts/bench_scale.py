@@ -22,11 +22,10 @@ from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
 import torch
-from benchkit import SIZE, load_json, memory_mb, ours_loss, save_json, train_step
+from benchkit import SIZE, load_json, memory_mb, multi30k_batches, ours_loss, save_json, train_step
 
 from seq2seq.attention import AdditiveAttention
 from seq2seq.data.batching import Batch
-from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.speedups.malloc import keep_freed_memory
@@ -49,14 +48,8 @@ def build(name: str, vocab: VocabSpec) -> EncoderDecoder:
 
 def throughput(name: str, data_dir: str, max_tokens: int, steps: int) -> dict[str, float]:
     """Target tokens/s of ``steps`` training steps at one batch token budget."""
-    torch.manual_seed(1)
-    data = TranslationDataModule(
-        data_dir, "en", "de", test_split="test_2016_flickr", max_tokens=max_tokens
-    )
-    data.setup("fit")
-    loader = iter(data.train_dataloader())
-    batches = [next(loader) for _ in range(steps + 1)]
-    model = build(name, data.vocab.spec)
+    batches, vocab = multi30k_batches(data_dir, max_tokens, steps + 1)
+    model = build(name, vocab)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     train_step(model, ours_loss, optimizer, batches[0], True)  # warm-up: allocator, caches
     seconds = sum(train_step(model, ours_loss, optimizer, b, True)[0] for b in batches[1:])

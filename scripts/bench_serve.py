@@ -22,14 +22,13 @@ import shlex
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from benchkit import REPO, memory_mb, save_json
+from benchkit import REPO, SEQ2SEQ, memory_mb, python_path, save_json
 
 from seq2seq.files.text_lines import read_lines
 
@@ -56,14 +55,11 @@ def call(url: str, body: dict | None = None) -> tuple[int, dict]:
 
 def start_server(model: list[str], port: int, extra: list[str], log: Path) -> subprocess.Popen:
     """``seq2seq serve MODEL`` (``--ckpt C`` or ``--ctranslate2 DIR``) on ``port``."""
-    argv = [sys.executable, "-m", "seq2seq", "serve", *model]
-    argv += ["--host", "127.0.0.1", "--port", str(port), *extra]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
+    argv = [*SEQ2SEQ, "serve", *model, "--host", "127.0.0.1", "--port", str(port), *extra]
     with open(log, "w") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        return subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=python_path(REPO), cwd=REPO
+        )
 
 
 def wait_until_up(server: subprocess.Popen, url: str, log: Path) -> None:

@@ -20,11 +20,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from benchkit import SIZE, alternate, ours_loss, save_json, train_step
+from benchkit import SIZE, alternate, multi30k_batches, ours_loss, save_json, train_step
 from torch import Tensor, nn
 
 from seq2seq.data.batching import Batch
-from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.masking import sequence_mask
 from seq2seq.model import VocabSpec
 from seq2seq.speedups.malloc import keep_freed_memory
@@ -88,14 +87,7 @@ def main() -> None:
     if not args.glibc_default:
         keep_freed_memory()  # as the seq2seq command does; it speeds up both contenders
 
-    torch.manual_seed(1)
-    data = TranslationDataModule(
-        args.data, "en", "de", test_split="test_2016_flickr", max_tokens=args.max_tokens
-    )
-    data.setup("fit")
-    loader = iter(data.train_dataloader())
-    batches = [next(loader) for _ in range(args.steps)]
-    vocab = data.vocab.spec
+    batches, vocab = multi30k_batches(args.data, args.max_tokens, args.steps)
     bf16 = args.precision == "bf16"
     contenders = {
         "seq2seq Transformer": (Transformer(vocab, **SIZE), ours_loss),

@@ -33,6 +33,7 @@ from seq2seq.data.batching import Batch
 from seq2seq.files.atomic import write_atomically
 from seq2seq.files.text_lines import read_lines
 from seq2seq.inference.checkpoint import average_checkpoints, save_checkpoint
+from seq2seq.model import VocabSpec
 from seq2seq.training.loss import label_smoothed_nll
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,9 +52,9 @@ def load_json(path: Path, default: Any = None) -> Any:
 
 
 def save_json(path: Path, record: Any) -> None:
-    """Write ``record`` as indented JSON, atomically: a benchmark stopped at any moment
-    leaves its last whole record."""
-    text = json.dumps(record, indent=2) + "\n"
+    """Write ``record`` as indented JSON (other numbers, numpy's, as floats), atomically: a
+    benchmark stopped at any moment leaves its last whole record."""
+    text = json.dumps(record, indent=2, default=float) + "\n"
     write_atomically(path, methodcaller("write", text.encode("utf-8")))
 
 
@@ -137,6 +138,12 @@ class Run:
     def peak_rss_mb(self) -> float:
         """The largest peak of any one process of the tree (0: none was seen)."""
         return max((p.peak_rss_mb for p in self.processes), default=0.0)
+
+
+def python_path(*first: Path | str) -> dict[str, str]:
+    """This environment with ``first`` put before its PYTHONPATH."""
+    paths = [*map(str, first), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
 
 
 def _default_sigint() -> None:
@@ -265,6 +272,25 @@ def logged_metrics(run_dir: Path) -> list[dict[str, str]]:
         with path.open(newline="") as f:
             rows += csv.DictReader(f)
     return rows
+
+
+def logged_rates(run_dir: Path) -> list[float]:
+    """seq2seq's logged training target tokens/s (``RATE``), in step order."""
+    return [float(row[RATE]) for row in logged_metrics(run_dir) if row.get(RATE)]
+
+
+def multi30k_batches(data_dir: str, max_tokens: int, count: int) -> tuple[list[Batch], VocabSpec]:
+    """The first ``count`` En-De training batches of Multi30k under ``max_tokens``, as
+    seq2seq fit draws them (seed 1), and the vocabulary."""
+    from seq2seq.data.datamodule import TranslationDataModule  # datasets: only where needed
+
+    torch.manual_seed(1)
+    data = TranslationDataModule(
+        data_dir, "en", "de", test_split="test_2016_flickr", max_tokens=max_tokens
+    )
+    data.setup("fit")
+    loader = iter(data.train_dataloader())
+    return [next(loader) for _ in range(count)], data.vocab.spec
 
 
 # -- checkpoints and scores ------------------------------------------------------------------

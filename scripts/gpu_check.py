@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
+from benchkit import SEQ2SEQ, python_path, save_json
 from gpukit import (
     REPO,
     HostSyncs,
@@ -86,7 +87,6 @@ from gpukit import (
 
 from seq2seq.data.batching import Batch
 from seq2seq.data.demo_corpus import generate_pairs
-from seq2seq.files.atomic import write_atomically
 from seq2seq.inference.checkpoint import Trained, read_checkpoint
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import translate_lines
@@ -423,18 +423,8 @@ def fit_section(device: torch.device, plan: Plan, work: Path) -> dict[str, Any]:
         config["trainer"]["precision"] = "32-true"
     overrides = work / "fit-overrides.yaml"
     overrides.write_text(yaml.safe_dump(config))
-    command = [
-        sys.executable,
-        "-m",
-        "seq2seq",
-        "fit",
-        "--config",
-        str(WMT_RECIPE),
-        "--config",
-        str(overrides),
-    ]
-    paths = [str(REPO / "scripts"), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}  # gpukit.HostSyncAudit
+    command = [*SEQ2SEQ, "fit", "--config", str(WMT_RECIPE), "--config", str(overrides)]
+    env = python_path(REPO / "scripts")  # gpukit.HostSyncAudit
     resume = ["--ckpt_path", "last", "--trainer.max_steps", str(total)]
     runs = {}
     for name, extra in [("first", []), ("resumed", resume)]:
@@ -593,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.sections:
             print(f"gpu_check: {name}...", file=sys.stderr, flush=True)
             results["sections"][name] = run_section(steps[name])
-            save(args.out / "gpu_check.json", results)
+            save_json(args.out / "gpu_check.json", results)
     print(table(results))
     return int(any("error" in r for r in results["sections"].values()))
 
@@ -606,11 +596,6 @@ def scratch(folder: Path | None) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as temporary:
         yield Path(temporary)
-
-
-def save(path: Path, results: dict[str, Any]) -> None:
-    text = json.dumps(results, indent=1, default=float).encode()
-    write_atomically(path, lambda file: file.write(text))
 
 
 if __name__ == "__main__":
