@@ -14,11 +14,10 @@ larger ``--rounds`` adds rounds.
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 from typing import Any
 
-from benchkit import RATE, REPO, fit_command, logged_metrics, max_time, recipe_configs
+from benchkit import REPO, fit_command, logged_rates, max_time, recipe_configs
 from benchkit import run as run_command
 from joeykit import (
     add_comparison_arguments,
@@ -26,6 +25,7 @@ from joeykit import (
     compare,
     joey_environment,
     measure_train,
+    steady_rate,
 )
 
 # architecture -> (seq2seq recipe's config files, Joey NMT config in the peers folder)
@@ -34,17 +34,6 @@ ARCHITECTURES = {
     "rnn": (recipe_configs("en-de", REPO)["bahdanau"], "rnn"),
 }
 TOKENS = "target_tokens_per_sec"  # what a run reports, for Joey NMT and for seq2seq
-
-
-def logged_rates(run_dir: Path) -> list[float]:
-    """seq2seq's logged target tokens/s, in step order, from the run's metrics.csv."""
-    return [float(row[RATE]) for row in logged_metrics(run_dir) if row.get(RATE)]
-
-
-def steady_rate(rates: list[float]) -> float | None:
-    """The median of a run's interval rates with the first (warm-up) left out."""
-    counted = rates[1:] or rates
-    return statistics.median(counted) if counted else None
 
 
 def train_ours(

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from benchkit import (
-    RATE,
     RECIPES,
     averaged,
     best_by_literature_bleu,
@@ -35,6 +34,7 @@ from benchkit import (
     last_checkpoint,
     load_json,
     logged_metrics,
+    logged_rates,
     max_time,
     recent_checkpoints,
     recipe_configs,
@@ -73,8 +73,7 @@ def training_record(
     last, state = last_checkpoint(run_dir)
     if seconds is None:
         seconds = state.get("callbacks", {}).get("Timer", {}).get("time_elapsed", {}).get("train")
-    rows = logged_metrics(run_dir)
-    speeds = [float(row[RATE]) for row in rows if row.get(RATE)]
+    rows, speeds = logged_metrics(run_dir), logged_rates(run_dir)
     record = {
         "checkpoint": str(best_checkpoint(last, state)),
         "run_dir": str(run_dir),

@@ -135,14 +135,20 @@ def parse_train_log(text: str, skip: int = 1) -> dict[str, Any]:
     """Joey's "Tokens per Sec" lines: steps and the median target tokens/s of the logging
     intervals, the first ``skip`` left out as warm-up (unless there are no others)."""
     rows = [(int(step), float(rate)) for step, rate in TOKENS_PER_SEC.findall(text)]
-    rates = [rate for _, rate in rows[skip:]] or [rate for _, rate in rows]
     return {
         "steps": rows[-1][0] if rows else 0,
         "intervals": len(rows),
-        "target_tokens_per_sec": statistics.median(rates) if rates else None,
+        "target_tokens_per_sec": steady_rate([rate for _, rate in rows], skip),
         "target_tokens_per_sec_all": [rate for _, rate in rows],
         "warmup_included": 0 < len(rows) <= skip,
     }
+
+
+def steady_rate(rates: list[float], skip: int = 1) -> float | None:
+    """The median of a run's interval rates with the first ``skip`` (warm-up) left out,
+    unless there are no others."""
+    counted = rates[skip:] or rates
+    return statistics.median(counted) if counted else None
 
 
 def parse_test_log(text: str) -> dict[str, float]:

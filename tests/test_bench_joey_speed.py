@@ -1,4 +1,4 @@
-"""scripts/bench_joey_speed.py offline: rates, medians, and the A B A B order with resuming
+"""scripts/bench_joey_speed.py offline: medians, and the A B A B order with resuming
 (joeykit.compare)."""
 
 from __future__ import annotations
@@ -14,14 +14,6 @@ from test_bench_scripts import load_script
 @pytest.fixture(scope="module")
 def speed() -> ModuleType:
     return load_script("bench_joey_speed")
-
-
-def test_logged_rates_are_read_in_step_order_from_every_version(speed: ModuleType, tmp_path):
-    for version, body in enumerate(["0,49,3000.0\n0,49,\n0,99,3500.0\n", "1,149,3600.0\n"]):
-        folder = tmp_path / "logs" / f"version_{version}"
-        folder.mkdir(parents=True)
-        (folder / "metrics.csv").write_text(f"epoch,step,{speed.RATE}\n{body}")
-    assert speed.logged_rates(tmp_path) == [3000.0, 3500.0, 3600.0]
 
 
 def test_the_first_interval_is_left_out_as_warm_up(speed: ModuleType):

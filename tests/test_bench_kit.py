@@ -95,3 +95,11 @@ def test_a_split_is_cut_to_its_first_lines(kit: ModuleType, tmp_path: Path):
     (scratch := tmp_path / "scratch").mkdir()
     src, ref = kit.split_files(tmp_path, "val", "de-en", 2, scratch)
     assert (src.read_text(), ref.read_text()) == ("de 0\nde 1\n", "en 0\nen 1\n")
+
+
+def test_logged_rates_are_read_in_step_order_from_every_version(kit: ModuleType, tmp_path):
+    for version, body in enumerate(["0,49,3000.0\n0,49,\n0,99,3500.0\n", "1,149,3600.0\n"]):
+        folder = tmp_path / "logs" / f"version_{version}"
+        folder.mkdir(parents=True)
+        (folder / "metrics.csv").write_text(f"epoch,step,{kit.RATE}\n{body}")
+    assert kit.logged_rates(tmp_path) == [3000.0, 3500.0, 3600.0]
