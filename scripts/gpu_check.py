@@ -501,59 +501,44 @@ def variant_line(v: dict[str, Any]) -> str:
 
 def table(results: dict[str, Any]) -> str:
     """The short table printed last: one line per measurement, or a section's error."""
-    sections, rows = results["sections"], []
+    sections, rows = results["sections"], {}
     tests = sections.get("tests", {})
     if "passed" in tests:
-        rows.append(("model-level tests", f"{tests['passed']} passed, {tests['failed']} failed"))
+        rows["model-level tests"] = f"{tests['passed']} passed, {tests['failed']} failed"
     training = sections.get("training", {})
     if "matmul_peak_tflops" in training:
-        rows.append(("matmul peak", f"{training['matmul_peak_tflops']:.3g} TFLOP/s"))
-    for v in training.get("variants", []):
-        rows.append(tuple(variant_line(v).split(": ", 1)))
+        rows["matmul peak"] = f"{training['matmul_peak_tflops']:.3g} TFLOP/s"
+    rows.update(variant_line(v).split(": ", 1) for v in training.get("variants", []))
     decoding = sections.get("decoding", {})
     if "beam5_speedup" in decoding:
         beam, greedy = decoding["beam5_compared"], decoding["greedy_compared"]
-        rows.append(
-            (
-                "beam 5",
-                f"{decoding['device_beam5_sentences_per_s']:.0f} sentences/s "
-                f"= {decoding['beam5_speedup']:.1f}x 2 CPU threads; bf16 "
-                f"{decoding['device_beam5_bf16_sentences_per_s']:.0f}",
-            )
+        rows["beam 5"] = (
+            f"{decoding['device_beam5_sentences_per_s']:.0f} sentences/s "
+            f"= {decoding['beam5_speedup']:.1f}x 2 CPU threads; bf16 "
+            f"{decoding['device_beam5_bf16_sentences_per_s']:.0f}"
         )
-        rows.append(
-            (
-                "greedy",
-                f"{decoding['device_greedy_sentences_per_s']:.0f} sentences/s "
-                f"= {decoding['greedy_speedup']:.1f}x",
-            )
+        rows["greedy"] = (
+            f"{decoding['device_greedy_sentences_per_s']:.0f} sentences/s "
+            f"= {decoding['greedy_speedup']:.1f}x"
         )
-        rows.append(
-            (
-                "float32 = CPU",
-                f"beam {beam['identical']}/{beam['sentences']}, greedy "
-                f"{greedy['identical']}/{greedy['sentences']} (near ties "
-                f"{beam['near_ties']}, {greedy['near_ties']}); syncs/step "
-                f"{decoding['host_syncs_per_decoder_step']}",
-            )
+        rows["float32 = CPU"] = (
+            f"beam {beam['identical']}/{beam['sentences']}, greedy "
+            f"{greedy['identical']}/{greedy['sentences']} (near ties "
+            f"{beam['near_ties']}, {greedy['near_ties']}); syncs/step "
+            f"{decoding['host_syncs_per_decoder_step']}"
         )
     fit = sections.get("fit", {})
     if "first" in fit:
-        rows.append(
-            (
-                "fit, resumed",
-                f"steps {fit['first']['step']}, {fit['resumed']['step']}; "
-                f"{fit['target_tokens_per_s'] or 0:.0f} target tokens/s; "
-                f"syncs/batch {fit['host_syncs_per_batch']}",
-            )
+        rows["fit, resumed"] = (
+            f"steps {fit['first']['step']}, {fit['resumed']['step']}; "
+            f"{fit['target_tokens_per_s'] or 0:.0f} target tokens/s; "
+            f"syncs/batch {fit['host_syncs_per_batch']}"
         )
-    rows += [
-        (name, record["error"][:100]) for name, record in sections.items() if "error" in record
-    ]
-    width = max((len(name) for name, _ in rows), default=0)
+    rows.update((name, r["error"][:100]) for name, r in sections.items() if "error" in r)
+    width = max(map(len, rows), default=0)
     info = results["machine"]
     title = f"seq2seq GPU check on {info['name']} ({info['device']}, torch {info['torch']})"
-    return "\n".join([title, *(f"  {name:<{width}}  {value}" for name, value in rows)])
+    return "\n".join([title, *(f"  {name:<{width}}  {value}" for name, value in rows.items())])
 
 
 SECTIONS = ("tests", "training", "decoding", "fit")
