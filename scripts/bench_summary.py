@@ -47,6 +47,8 @@ def target_line(what: str, ours: float | None, theirs: float | None, goal: float
 
 TRAINING = "target tok/s, whole runs A B A B"
 DECODING = "beam-5 decoding of test_2016, sentences/s, A B A B"
+BF16_DECODING = "the same, ours under --bf16 autocast against Joey NMT's fp32 (its only CPU search)"
+NN_TRANSFORMER = "Transformer training, target tok/s (torch.nn.Transformer)"
 
 
 def joey_line(what: str, record: dict[str, Any], name: str, goal: float) -> str:
@@ -74,27 +76,11 @@ def summary(folder: Path) -> str:
         "",
         "| measurement (peer) | seq2seq | peer | ratio | target | |",
         "|---|---|---|---|---|---|",
-        *(
-            joey_line(what, record, name, goal)
-            for what, record, name, goal in (
-                (f"Transformer training, {TRAINING} (Joey NMT)", joey_speed, "transformer", 2.5),
-                (f"Bahdanau RNN training, {TRAINING} (Joey NMT)", joey_speed, "rnn", 2.0),
-                (f"Transformer {DECODING} (Joey NMT)", joey_decoding, "beam5", 10.0),
-                (
-                    "the same, ours under --bf16 autocast against Joey NMT's fp32 (its only CPU "
-                    "search)",
-                    joey_decoding,
-                    "beam5-bf16",
-                    10.0,
-                ),
-            )
-        ),  # fmt: skip
-        target_line(
-            "Transformer training, target tok/s (torch.nn.Transformer)",
-            ours_transformer,
-            plain,
-            1.3,
-        ),
+        joey_line(f"Transformer training, {TRAINING} (Joey NMT)", joey_speed, "transformer", 2.5),
+        joey_line(f"Bahdanau RNN training, {TRAINING} (Joey NMT)", joey_speed, "rnn", 2.0),
+        joey_line(f"Transformer {DECODING} (Joey NMT)", joey_decoding, "beam5", 10.0),
+        joey_line(BF16_DECODING, joey_decoding, "beam5-bf16", 10.0),
+        target_line(NN_TRANSFORMER, ours_transformer, plain, 1.3),
         "",
         "| En→De test_2016: literature BLEU, beam-5 sentences/s | measured | target | |",
         "|---|---|---|---|",
