@@ -126,13 +126,13 @@ def build_corpus(multi30k: Path, out: Path, pairs: int, seed: int, chunk: int = 
 
 # -- the probe, run inside seq2seq fit (scripts/ on its PYTHONPATH) ---------------------------
 class FirstStepProbe(Callback):
-    """On rank 0: writes to the JSON file ``out`` (default: $BENCH_CORPUS_PROBE) the
-    time.time() at the end of the first optimiser step, and the target tokens/s of the
-    steps after ``warmup`` (default: $BENCH_CORPUS_WARMUP, else 10) up to the last."""
+    """On rank 0: writes to the JSON file $BENCH_CORPUS_PROBE the time.time() at the end of
+    the first optimiser step, and the target tokens/s of the steps after $BENCH_CORPUS_WARMUP
+    (else 10) up to the last."""
 
-    def __init__(self, out: str | None = None, warmup: int | None = None) -> None:
-        self.out = out or os.environ.get(PROBE_OUT)
-        self.warmup = warmup if warmup is not None else int(os.environ.get(PROBE_WARMUP, "10"))
+    def __init__(self) -> None:
+        self.out = os.environ.get(PROBE_OUT)
+        self.warmup = int(os.environ.get(PROBE_WARMUP, "10"))
         self.record: dict[str, Any] = {"warmup_steps": self.warmup}
         self.since: float | None = None
         self.tokens = 0
@@ -470,14 +470,11 @@ def main() -> None:
     parser.add_argument(
         "--fit-config", type=Path, nargs="+", default=FIT_CONFIGS, help="merged in order"
     )
-    parser.add_argument("--only-build", action="store_true", help="build the corpora, no runs")
     args = parser.parse_args()
     args.sizes = sorted(set(args.sizes))
     # the DDP run goes to the size closest to 1M pairs on a log scale
     args.ddp_at = args.ddp_at or min(args.sizes, key=lambda n: abs(math.log(n / 1_000_000)))
     corpora = {str(n): build_corpus(args.multi30k, args.out, n, args.seed) for n in args.sizes}
-    if args.only_build:
-        return
     corpora[REFERENCE] = args.multi30k
     args.pairs_of = {REFERENCE: len(read_lines(args.multi30k / "train.en.gz"))}
     args.pairs_of.update({str(n): n for n in args.sizes})

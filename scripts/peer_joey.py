@@ -5,7 +5,7 @@ Builds Joey NMT's environment and data once (scripts/joeykit.py), then: ``train`
 throughput is the median of its "Tokens per Sec" lines, the first left out as warm-up.
 ``beam5`` and ``greedy``: Joey's ``test`` over test_2016 with the timed training's weights
 (or ``--checkpoint``); sentences/s from its "Generation took" line. The JSON holds one entry
-per model; a measurement there is not taken again (``--force`` redoes the model's).
+per model; a measurement there is not taken again.
 
     python scripts/peer_joey.py --model transformer --train-minutes 2 --decode greedy
     python scripts/peer_joey.py --train-minutes 0 --decode beam5 --checkpoint BEST.ckpt
@@ -50,7 +50,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(default: the timed training's weights)")  # fmt: skip
     parser.add_argument("--test-lines", type=int, help="decode only the first N test sentences")
     parser.add_argument("--out", type=Path, default=None, help="JSON (default: CACHE/joey.json)")
-    parser.add_argument("--force", action="store_true", help="redo this model's measurements")
     return parser.parse_args(argv)
 
 
@@ -58,8 +57,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = args.out or args.cache / "joey.json"
     results = load_json(out)
-    if args.force:
-        results.pop(args.model, None)
     python = ensure_venv(args.cache / "joeynmt-venv")
     data_dir = prepare_data(args.corpus, args.cache / "joey-data" / "multi30k-en-de")
     work = args.cache / "joey-runs" / args.model
