@@ -265,10 +265,11 @@ def max_time(minutes: float) -> str:
     return f"{s // 86400:02d}:{s // 3600 % 24:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
-def logged_metrics(run_dir: Path) -> list[dict[str, str]]:
-    """Every row of a run's metrics.csv files (Lightning's CSV logger), by version."""
+def logged_metrics(run_dir: Path, version: str = "*") -> list[dict[str, str]]:
+    """Every row of a run's metrics.csv files (Lightning's CSV logger), by version (those of
+    ``logs/version_<version>``)."""
     rows: list[dict[str, str]] = []
-    for path in sorted(run_dir.glob("logs/version_*/metrics.csv")):
+    for path in sorted(run_dir.glob(f"logs/version_{version}/metrics.csv")):
         with path.open(newline="") as f:
             rows += csv.DictReader(f)
     return rows

@@ -63,9 +63,8 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
-from benchkit import SEQ2SEQ, python_path, save_json
+from benchkit import REPO, SEQ2SEQ, python_path, save_json
 from gpukit import (
-    REPO,
     HostSyncs,
     batches,
     compute_dtype,
@@ -447,7 +446,7 @@ def fit_section(device: torch.device, plan: Plan, work: Path) -> dict[str, Any]:
     return {
         **runs,
         "steps_expected": [first, total],
-        "target_tokens_per_s": logged_throughput(run / "logs"),
+        "target_tokens_per_s": logged_throughput(run),
         "host_syncs_per_batch": None
         if syncs["syncs"] is None
         else syncs["syncs"] / syncs["batches"],

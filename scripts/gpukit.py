@@ -5,10 +5,8 @@ as the toolkit trains."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import inspect
-import json
 import random
 import resource
 import traceback
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
+from benchkit import REPO, logged_metrics, save_json
 from pytorch_lightning import Callback, LightningModule, Trainer
 from torch.utils import benchmark
 
@@ -29,7 +28,6 @@ from seq2seq.model import VocabSpec
 from seq2seq.training.loss import label_smoothed_nll
 from seq2seq.transformer import Transformer
 
-REPO = Path(__file__).resolve().parents[1]
 SYNC_WARNING = "called a synchronizing CUDA operation"
 
 
@@ -314,7 +312,7 @@ class HostSyncAudit(Callback):
                 "syncs": self.syncs.total,
                 "sites": dict(self.syncs.sites),
             }
-        self.out.write_text(json.dumps(record, indent=1))
+        save_json(self.out, record)
         self.written = True
 
 
@@ -327,16 +325,12 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def logged_throughput(logs: Path) -> float | None:
+def logged_throughput(run: Path) -> float | None:
     """The last ``train|...items_per_sec`` (real target tokens/s, from the toolkit's
-    ThroughputMonitor) logged by the first run: version_0's metrics.csv."""
-    table = next(iter(sorted(logs.glob("version_*/metrics.csv"))), None)
-    if table is None:
-        return None
-    with open(table, newline="") as file:
-        rows = list(csv.DictReader(file))
-    columns = [
+    ThroughputMonitor, named as this machine's Lightning names it) logged by the first run."""
+    rows = logged_metrics(run, "0")
+    named = sorted(
         c for c in (rows[0] if rows else {}) if c.startswith("train") and "items_per_sec" in c
-    ]
-    values = [float(r[c]) for r in rows for c in sorted(columns)[:1] if r.get(c)]
+    )
+    values = [float(r[c]) for r in rows for c in named[:1] if r.get(c)]
     return values[-1] if values else None
