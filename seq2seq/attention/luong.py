@@ -125,7 +125,8 @@ class LocalAttention(Attention):
 
     Args:
         query_size, key_size: As in ``Attention``.
-        score, hidden_size: As in ``LuongAttention``.
+        score: ``dot``, ``general`` or ``concat``, as in ``LuongAttention``.
+        hidden_size: Width of the concat score's hidden layer (default: ``query_size``).
         window: The window's half-width D (at least 1): it covers 2D + 1 source positions.
         predictive: local-p, a window centre predicted from the decoder state; otherwise
             local-m, centred on the target position.
