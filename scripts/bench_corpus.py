@@ -30,7 +30,7 @@ import numpy as np
 from benchkit import REPO, Process, fit_command, load_json, recipe_configs, run, save_json
 from pytorch_lightning import Callback, LightningModule, Trainer
 
-from seq2seq.files.text_lines import read_lines
+from seq2seq.text.lines import read_lines
 
 FIT_CONFIGS = recipe_configs("en-de", REPO)["transformer"]
 LANGS = ("en", "de")

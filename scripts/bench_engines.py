@@ -38,8 +38,8 @@ def translate_once(args: argparse.Namespace) -> None:
 
     import torch
 
-    from seq2seq.files.text_lines import read_lines
     from seq2seq.inference.translator import translate_lines
+    from seq2seq.text.lines import read_lines
 
     torch.set_num_threads(args.threads)
     lines = read_lines(args.src)
@@ -91,7 +91,7 @@ def main() -> None:
         return
     from sacrebleu.metrics import BLEU
 
-    from seq2seq.files.text_lines import read_lines
+    from seq2seq.text.lines import read_lines
 
     args.out.mkdir(parents=True, exist_ok=True)
     export_models(args)

@@ -29,7 +29,7 @@ from joeykit import (
 )
 from sacrebleu.metrics import BLEU
 
-from seq2seq.files.text_lines import read_lines
+from seq2seq.text.lines import read_lines
 
 # name -> (beam size, seq2seq under bf16 autocast). Joey NMT has no bf16 search on CPU, so
 # its side of "beam5-bf16" is its fp32 beam 5 again, run afresh in that pair's round.

@@ -45,7 +45,7 @@ from benchkit import (
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
-from seq2seq.files.text_lines import read_lines
+from seq2seq.text.lines import read_lines
 
 BASELINE = "bahdanau"  # every variant is tested against it
 TEST_SPLIT = "test_2016_flickr"

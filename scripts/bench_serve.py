@@ -30,7 +30,7 @@ from pathlib import Path
 
 from benchkit import REPO, SEQ2SEQ, memory_mb, python_path, save_json
 
-from seq2seq.files.text_lines import read_lines
+from seq2seq.text.lines import read_lines
 
 STARTUP_SECONDS = 300  # the longest the server may take to load the model and answer
 REQUEST_SECONDS = 60  # a request not answered by then counts as lost

@@ -29,11 +29,11 @@ import torch
 import yaml
 from torch import Tensor, nn
 
+from seq2seq.common.atomic import write_atomically
 from seq2seq.data.batching import Batch
-from seq2seq.files.atomic import write_atomically
-from seq2seq.files.text_lines import read_lines
 from seq2seq.inference.checkpoint import average_checkpoints, save_checkpoint
 from seq2seq.model import VocabSpec
+from seq2seq.text.lines import read_lines
 from seq2seq.training.loss import label_smoothed_nll
 
 REPO = Path(__file__).resolve().parent.parent

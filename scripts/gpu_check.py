@@ -89,9 +89,9 @@ from seq2seq.data.demo_corpus import generate_pairs
 from seq2seq.inference.checkpoint import Trained, read_checkpoint
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import translate_lines
-from seq2seq.metrics import score_corpus
 from seq2seq.model import VocabSpec
-from seq2seq.tokenizer import VocabSettings, Vocabulary
+from seq2seq.text.metrics import score_corpus
+from seq2seq.text.tokenizer import VocabSettings, Vocabulary
 from seq2seq.transformer import Transformer
 
 WMT_RECIPE = REPO / "configs/wmt14/en-de/transformer-base.yaml"

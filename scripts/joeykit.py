@@ -24,7 +24,7 @@ from typing import Any
 
 from benchkit import REPO, alternate, load_json, run, save_json
 
-from seq2seq.files.atomic import write_atomically
+from seq2seq.common.atomic import write_atomically
 
 PEERS = REPO.parent / "shared" / "peers" / "joeynmt"
 CACHE = Path.home() / ".cache" / "seq2seq-bench"

@@ -24,10 +24,10 @@ import torch
 from benchkit import save_json
 from torch.profiler import ProfilerActivity, profile
 
-from seq2seq.files.text_lines import read_lines
 from seq2seq.inference.checkpoint import load_trained
 from seq2seq.inference.translator import translate_lines
 from seq2seq.speedups.malloc import keep_freed_memory
+from seq2seq.text.lines import read_lines
 
 # What each operator does, by the words in its name (the first category that matches).
 # fmt: off

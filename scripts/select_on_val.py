@@ -423,8 +423,8 @@ def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     of each member (under its recipe's val-chosen setting), and the paired bootstrap of the
     ensemble against its best member on literature BLEU, which chose the members and also
     scores a recipe trained on lowercased text."""
-    from seq2seq.files.text_lines import read_lines
-    from seq2seq.metrics import paired_bootstrap
+    from seq2seq.text.lines import read_lines
+    from seq2seq.text.metrics import paired_bootstrap
 
     members = load_json(folder / "ensemble.json")["members"]
     setting = ensemble_choice(folder)[0]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from seq2seq import moved
+from seq2seq.common import moved
 
 __version__ = "0.1.0"
 
@@ -44,14 +44,14 @@ _EXPORTS = {  # name -> the module that defines it
     # pictures
     "heatmap": "seq2seq.inspection.heatmap",
     # the one error every mistake in the user's input raises
-    "Seq2SeqError": "seq2seq.errors",
+    "Seq2SeqError": "seq2seq.common.errors",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from seq2seq.commands.fit import fit as fit
-    from seq2seq.errors import Seq2SeqError as Seq2SeqError
+    from seq2seq.common.errors import Seq2SeqError as Seq2SeqError
     from seq2seq.inference.search import SearchSettings as SearchSettings
     from seq2seq.inspection.heatmap import heatmap as heatmap
     from seq2seq.masking import masked_softmax as masked_softmax

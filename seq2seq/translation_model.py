@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seq2seq.errors import DataError, Seq2SeqError
+from seq2seq.common.errors import DataError, Seq2SeqError
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
 from seq2seq.inference.ensemble import load_ensemble, normalised_weights
 from seq2seq.inference.search import SearchSettings
@@ -239,7 +239,7 @@ class TranslationModel:
         """Translate ``sources`` and score them against ``references``: sacreBLEU, chrF, and
         the Multi30k literature's lowercased, tokenised BLEU (for ``lang``, default the
         model's target language), as ``seq2seq evaluate`` does."""
-        from seq2seq.metrics import literature_bleu, score_corpus
+        from seq2seq.text.metrics import literature_bleu, score_corpus
 
         if len(sources) != len(references):
             raise DataError(

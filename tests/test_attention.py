@@ -22,7 +22,7 @@ from seq2seq.attention import (
     ScaledDotProductAttention,
     luong,
 )
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.masking import masked_softmax, sequence_mask
 from seq2seq.model import VocabSpec
 from seq2seq.rnn import RNNSeq2Seq

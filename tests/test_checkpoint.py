@@ -16,11 +16,11 @@ import torch
 import yaml
 
 from seq2seq.commands.main import main
-from seq2seq.errors import CheckpointError
+from seq2seq.common.errors import CheckpointError
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, load_trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.tokenizer import VocabSettings, Vocabulary
+from seq2seq.text.tokenizer import VocabSettings, Vocabulary
 from seq2seq.training.checkpoint_io import SafeCheckpointIO
 from seq2seq.training.task import TranslationTask
 

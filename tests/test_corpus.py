@@ -8,6 +8,7 @@ import pytest
 from babel.dates import get_month_names
 from num2words import num2words
 
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.data import demo_corpus
 from seq2seq.data.demo_corpus import (
     DEFAULT_SIZES,
@@ -16,7 +17,6 @@ from seq2seq.data.demo_corpus import (
     generate_pairs,
     write_corpus,
 )
-from seq2seq.errors import Seq2SeqError
 from seq2seq.inspection.word_alignments import parse_gold_line, read_gold, score_alignments
 
 SMALL = {"train": 300, "val": 40, "test": 40}

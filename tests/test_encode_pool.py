@@ -8,7 +8,7 @@ import signal
 import time
 
 from seq2seq.data.encode_pool import EncodePool
-from seq2seq.tokenizer import Tokenizer, VocabSettings
+from seq2seq.text.tokenizer import Tokenizer, VocabSettings
 
 SENTENCES = ["the dog runs", "a small cat sits", "on the red house", "under a big blue street"]
 

@@ -11,13 +11,13 @@ import torch
 from tiny_run import run_seq2seq
 
 from seq2seq.commands.main import main
-from seq2seq.errors import CheckpointError
+from seq2seq.common.errors import CheckpointError
 from seq2seq.inference.checkpoint import Trained, load_trained
 from seq2seq.inference.ensemble import Ensemble, load_ensemble
 from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.tokenizer import VocabSettings, Vocabulary
+from seq2seq.text.tokenizer import VocabSettings, Vocabulary
 from seq2seq.transformer import Transformer
 
 VOCAB = VocabSpec(src_size=30, tgt_size=12, pad_id=0, bos_id=2, eos_id=3, joint=False)

@@ -26,7 +26,7 @@ from tiny_run import tiny_config, write_config
 from seq2seq.commands.main import main
 from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.inference.checkpoint import load_trained
-from seq2seq.tokenizer import UNK_ID
+from seq2seq.text.tokenizer import UNK_ID
 
 
 def run_config(trained_run: dict, root: Path, corpus: Path | None = None) -> Path:

@@ -55,7 +55,7 @@ from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.data.demo_corpus import generate_pairs, write_corpus
 from seq2seq.inference.checkpoint import build_model
 from seq2seq.model import EncoderDecoder
-from seq2seq.tokenizer import VocabSettings, Vocabulary
+from seq2seq.text.tokenizer import VocabSettings, Vocabulary
 from seq2seq.training.schedule import WarmupThenDecay
 from seq2seq.training.task import TranslationTask
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import seq2seq.files.atomic
+import seq2seq.common.atomic
 from seq2seq.commands.main import main
-from seq2seq.errors import OutputError
-from seq2seq.files.atomic import atomic_output, remove_stale_temps, write_atomically
+from seq2seq.common.atomic import atomic_output, remove_stale_temps, write_atomically
+from seq2seq.common.errors import OutputError
 
 ERROR = "seq2seq: error: "
 
@@ -40,7 +40,7 @@ def open_on_full_disk(path, mode="r", *args, **kwargs):
 @pytest.fixture
 def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every atomic write finds the disk full after 10 bytes."""
-    monkeypatch.setattr(seq2seq.files.atomic, "open", open_on_full_disk, raising=False)
+    monkeypatch.setattr(seq2seq.common.atomic, "open", open_on_full_disk, raising=False)
 
 
 def only_file(folder: Path) -> list[str]:

@@ -10,7 +10,7 @@ import torch
 from matplotlib.figure import Figure
 
 from seq2seq.attention import LocalAttention, MultiHeadAttention
-from seq2seq.errors import DataError
+from seq2seq.common.errors import DataError
 from seq2seq.inference.checkpoint import Trained, load_trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import translate_lines

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from seq2seq.commands.main import main
-from seq2seq.errors import DataError
+from seq2seq.common.errors import DataError
 from seq2seq.inspection.word_alignments import (
     GoldAlignment,
     argmax_links,

@@ -11,7 +11,7 @@ import time
 import pytest
 import sentencepiece as spm
 
-from seq2seq.interruptible import call_interruptibly
+from seq2seq.common.interruptible import call_interruptibly
 
 
 def refuse(reason: str) -> None:

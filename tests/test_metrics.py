@@ -1,4 +1,4 @@
-"""Tests for seq2seq.metrics: sacrebleu scores, literature tokenisation, paired bootstrap."""
+"""Tests for seq2seq.text.metrics: sacrebleu scores, literature tokenisation, paired bootstrap."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from seq2seq.errors import DataError, Seq2SeqError
-from seq2seq.metrics import (
+from seq2seq.common.errors import DataError, Seq2SeqError
+from seq2seq.text.metrics import (
     literature_bleu,
     literature_tokenize,
     paired_bootstrap,

@@ -17,7 +17,7 @@ from jsonargparse import ArgumentParser
 from lightning_fabric.plugins import CheckpointIO
 
 from seq2seq.commands.main import main
-from seq2seq.moved import OLD_TO_NEW
+from seq2seq.common.moved import OLD_TO_NEW
 from seq2seq.training.checkpoint_io import SafeCheckpointIO
 
 DATA = Path(__file__).parent / "data"

@@ -25,7 +25,7 @@ PAUSED_FIT = """
 import os, sys, time
 from pathlib import Path
 import seq2seq.data.encode_pool as encode_pool
-import seq2seq.tokenizer as tokenizer
+import seq2seq.text.tokenizer as tokenizer
 from seq2seq.commands.main import main
 
 marker = Path(sys.argv[2])

@@ -1,4 +1,4 @@
-"""Declarative ranges (seq2seq/ranges.py): one policy for the commands' options, the data
+"""Declarative ranges (seq2seq/common/ranges.py): one policy for the commands' options, the data
 module's and the task's arguments. Every argument that declares a range refuses a value
 just outside it with a message naming it, and takes its default."""
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from seq2seq.common.errors import DataError, Seq2SeqError
+from seq2seq.common.ranges import Range, check_arguments, declared_ranges
 from seq2seq.data.datamodule import TranslationDataModule
-from seq2seq.errors import DataError, Seq2SeqError
-from seq2seq.ranges import Range, check_arguments, declared_ranges
 from seq2seq.training.task import TranslationTask
 
 BUILT_FROM_CONFIGS = [

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from seq2seq.common.errors import DataError
 from seq2seq.data import sources as sources_module
 from seq2seq.data.sources import load_split
 from seq2seq.data.split_text import SplitText
-from seq2seq.errors import DataError
 
 CACHE: list[Path] = []  # this test's cache folder, set by the fixture below
 

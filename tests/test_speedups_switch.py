@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from seq2seq.commands.main import main
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.speedups import cpu_dropout, onednn_linear
 from seq2seq.speedups.malloc import keep_freed_memory
 from seq2seq.speedups.onednn_linear import onednn_linears

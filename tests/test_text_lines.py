@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.errors import DataError
-from seq2seq.files.text_lines import read_lines
+from seq2seq.common.errors import DataError
+from seq2seq.text.lines import read_lines
 
 
 def write(path: Path, text: str) -> Path:

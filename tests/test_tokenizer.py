@@ -12,8 +12,8 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from seq2seq.errors import CheckpointError, DataError
-from seq2seq.tokenizer import (
+from seq2seq.common.errors import CheckpointError, DataError
+from seq2seq.text.tokenizer import (
     BOS_ID,
     EOS_ID,
     PAD_ID,

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from seq2seq.attention.base import Attention, GlobalAttention, SoftmaxAttention
 from seq2seq.attention.scores import AdditiveScore, DotScore, GeneralScore, Score
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.masking import softmax_where
 
 ScoreName = Literal["dot", "general", "concat"]

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from seq2seq.commands.options import check_output_folder, check_parallel, command
-from seq2seq.errors import Seq2SeqError
-from seq2seq.files.text_lines import read_lines
+from seq2seq.common.errors import Seq2SeqError
+from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
 from seq2seq.inference.decoding import DecodeOptions, check_ensemble_weights, search_settings
 from seq2seq.inference.ensemble import load_ensemble
-from seq2seq.ranges import Range
+from seq2seq.text.lines import read_lines
 
 GREEDY_SEARCH = DecodeOptions(beam=1)  # what attention draws unless --beam says otherwise
 

@@ -23,10 +23,10 @@ from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveCon
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, OneLineErrors
+from seq2seq.common.errors import Seq2SeqError
+from seq2seq.common.ranges import declared_ranges
 from seq2seq.data.datamodule import TranslationDataModule
-from seq2seq.errors import Seq2SeqError
 from seq2seq.inference.checkpoint import read_checkpoint
-from seq2seq.ranges import declared_ranges
 
 # --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
 # when the parser is built, so every model family is imported here.

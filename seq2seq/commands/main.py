@@ -38,7 +38,7 @@ from seq2seq.commands.options import (
     print_usage_error,
     summary,
 )
-from seq2seq.errors import Seq2SeqError, UsageError
+from seq2seq.common.errors import Seq2SeqError, UsageError
 from seq2seq.speedups.malloc import keep_freed_memory
 
 BROKEN_PIPE_STATUS = 128 + 13  # what a shell reports for a process ended by SIGPIPE

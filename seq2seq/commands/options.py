@@ -24,8 +24,8 @@ from typing import Any, Literal, NoReturn, get_args, get_origin, get_type_hints
 import docstring_parser
 from jsonargparse import ArgumentParser, DefaultHelpFormatter
 
-from seq2seq.errors import DataError, OutputError
-from seq2seq.ranges import range_of
+from seq2seq.common.errors import DataError, OutputError
+from seq2seq.common.ranges import range_of
 
 DESCRIPTION = (
     "Neural machine translation with pluggable, inspectable attention. fit, validate and "

@@ -11,14 +11,14 @@ from typing import Annotated
 
 from seq2seq.commands.model import open_model
 from seq2seq.commands.options import command
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
+from seq2seq.common.ranges import Range
 from seq2seq.inference.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
     DecodeOptions,
     ModelOptions,
 )
-from seq2seq.ranges import Range
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
 

@@ -24,10 +24,9 @@ from seq2seq.commands.options import (
     check_parallel,
     command,
 )
-from seq2seq.errors import OutputError, UsageError
-from seq2seq.files.arriving_lines import arriving_lines
-from seq2seq.files.atomic import atomic_output, write_atomically
-from seq2seq.files.text_lines import iter_lines, read_lines
+from seq2seq.common.atomic import atomic_output, write_atomically
+from seq2seq.common.errors import OutputError, UsageError
+from seq2seq.common.ranges import Range
 from seq2seq.inference.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
@@ -36,7 +35,8 @@ from seq2seq.inference.decoding import (
     check_model_options,
 )
 from seq2seq.inference.translator import Translation
-from seq2seq.ranges import Range
+from seq2seq.text.arriving_lines import arriving_lines
+from seq2seq.text.lines import iter_lines, read_lines
 
 
 @command
@@ -133,7 +133,7 @@ def evaluate(
         output: also write the translations here
         json_: print the scores as JSON
     """
-    from seq2seq.metrics import literature_bleu, score_corpus
+    from seq2seq.text.metrics import literature_bleu, score_corpus
 
     check_model_options("evaluate", model)  # the cheap checks before any work
     check_input_file(src)

@@ -34,14 +34,14 @@ import numpy as np
 import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_only
 
+from seq2seq.common.errors import DataError
+from seq2seq.common.ranges import Range, check_arguments
 from seq2seq.data.batching import ResumableLoader, TokenBucketBatchSampler, collate, cut_batches
 from seq2seq.data.sampled_segmentation import SampledSegmentations
 from seq2seq.data.sources import load_split
 from seq2seq.data.split_text import SplitText
 from seq2seq.data.tokenised import TokenisedRows, load_or_tokenise
-from seq2seq.errors import DataError
-from seq2seq.ranges import Range, check_arguments
-from seq2seq.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
+from seq2seq.text.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
 
 TOKENS_FORMAT = 4  # part of the tokenised cache's key: bump when its files change
 PARALLEL_MIN_PAIRS = 100_000  # below this, tokenising in one process is faster than forking

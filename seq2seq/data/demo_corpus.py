@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from babel.dates import format_date
 from num2words import num2words
 
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 
 LANGUAGES = ("en", "de", "fr")
 DEFAULT_SIZES: Mapping[str, int] = MappingProxyType({"train": 20000, "val": 500, "test": 500})

@@ -26,7 +26,7 @@ from torch.utils.data import Dataset
 
 from seq2seq.data.batching import LengthOrder
 from seq2seq.data.tokenised import SIDES, TokenisedRows
-from seq2seq.tokenizer import Vocabulary
+from seq2seq.text.tokenizer import Vocabulary
 
 
 class SampledSegmentations(Dataset):

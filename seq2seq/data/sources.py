@@ -17,7 +17,7 @@ what identifies the files (path, size, modification time) rather than on their t
 later run finds it without reading the corpus. Hub datasets already are Arrow: their
 ``translation`` column is flattened into ``src``/``tgt`` without copying.
 
-Lines are read as ``seq2seq.files.text_lines`` reads them: split on ``\\n`` only, so a sentence
+Lines are read as ``seq2seq.text.lines`` reads them: split on ``\\n`` only, so a sentence
 containing another Unicode line separator stays one sentence.
 """
 
@@ -35,9 +35,9 @@ from typing import Any
 import datasets
 import pyarrow.compute as pc
 
+from seq2seq.common.errors import DataError
 from seq2seq.data.split_text import SplitText
-from seq2seq.errors import DataError
-from seq2seq.files.text_lines import iter_lines
+from seq2seq.text.lines import iter_lines
 
 SPLIT = "{split}"
 PATTERN_SUFFIXES = (".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz")

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from seq2seq.data.encode_pool import EncodePool
 from seq2seq.data.split_text import SplitText
-from seq2seq.tokenizer import Vocabulary
+from seq2seq.text.tokenizer import Vocabulary
 
 BATCH_PAIRS = 1000  # pairs a worker encodes at a time
 SIDES = ("src", "tgt")

@@ -25,11 +25,11 @@ import torch
 import yaml
 from jsonargparse import ArgumentParser
 
-from seq2seq.errors import CheckpointError
-from seq2seq.files.atomic import remove_stale_temps, write_atomically
+from seq2seq.common.atomic import remove_stale_temps, write_atomically
+from seq2seq.common.errors import CheckpointError
 from seq2seq.inference.search import SearchSettings
 from seq2seq.model import EncoderDecoder, VocabSpec
-from seq2seq.tokenizer import Vocabulary
+from seq2seq.text.tokenizer import Vocabulary
 
 CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the toolkit's Payload
 

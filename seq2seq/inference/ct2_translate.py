@@ -38,11 +38,11 @@ from typing import Any
 
 import torch
 
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inference.export import DESCRIPTION, DESCRIPTION_FORMAT, import_ctranslate2
 from seq2seq.inference.search import Hypothesis, SearchSettings, length_penalty, max_output_lengths
 from seq2seq.inference.translator import Translation, translated_chunks
-from seq2seq.tokenizer import Tokenizer
+from seq2seq.text.tokenizer import Tokenizer
 
 log = logging.getLogger("seq2seq")
 # CTranslate2's own length penalty (scores / |Y| ** this): so small that it ranks by

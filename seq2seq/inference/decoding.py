@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Annotated
 
-from seq2seq.errors import UsageError
+from seq2seq.common.errors import UsageError
+from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import check_checkpoint_path
 from seq2seq.inference.ensemble import normalised_weights
 from seq2seq.inference.search import SearchSettings
-from seq2seq.ranges import Range
 
 
 @dataclass(frozen=True)

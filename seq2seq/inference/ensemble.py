@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from seq2seq.errors import CheckpointError
+from seq2seq.common.errors import CheckpointError
 from seq2seq.inference.checkpoint import Trained, load_trained
 from seq2seq.model import EncoderDecoder, Memory, State
 

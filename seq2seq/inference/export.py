@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 from torch import Tensor, nn
 
-from seq2seq.errors import OutputError, Seq2SeqError
+from seq2seq.common.errors import OutputError, Seq2SeqError
 from seq2seq.inference.checkpoint import Trained
-from seq2seq.tokenizer import BOS_ID, EOS_ID, UNK_ID
+from seq2seq.text.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seq2seq.transformer import DecoderLayer, EncoderLayer, Transformer, sinusoidal_table
 
 if TYPE_CHECKING:

@@ -36,8 +36,8 @@ from torch.utils.hooks import RemovableHandle
 from tqdm.auto import tqdm
 
 from seq2seq.attention.luong import LocalAttention
+from seq2seq.common.errors import DataError
 from seq2seq.data.batching import TokenBucketBatchSampler, collate
-from seq2seq.errors import DataError
 from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import translate_lines

@@ -22,7 +22,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
-from seq2seq.files.atomic import write_atomically
+from seq2seq.common.atomic import write_atomically
 from seq2seq.inspection.collect import SentenceAttention
 from seq2seq.inspection.maps import as_layers_heads, check_layer
 

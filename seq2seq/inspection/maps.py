@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 
 
 def as_layers_heads(weights: Tensor) -> Tensor:

@@ -26,7 +26,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seq2seq.files.atomic import output_folder, write_atomically
+from seq2seq.common.atomic import output_folder, write_atomically
 from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inspection.collect import (

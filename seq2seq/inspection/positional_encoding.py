@@ -11,8 +11,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from seq2seq.errors import Seq2SeqError
-from seq2seq.files.atomic import output_folder
+from seq2seq.common.atomic import output_folder
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inspection.heatmap import save_figure
 from seq2seq.transformer import sinusoidal_table
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from seq2seq.files.atomic import write_atomically
+from seq2seq.common.atomic import write_atomically
 from seq2seq.inspection.collect import SentenceAttention
 from seq2seq.inspection.maps import as_layers_heads, check_layer
 

@@ -46,8 +46,8 @@ from typing import Literal
 
 from torch import Tensor
 
-from seq2seq.errors import DataError
-from seq2seq.files.text_lines import read_lines
+from seq2seq.common.errors import DataError
+from seq2seq.text.lines import read_lines
 
 Link = tuple[int, int]  # (source word, target word)
 Method = Literal["argmax", "threshold"]

@@ -28,7 +28,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from seq2seq import __version__
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.serve.batcher import Batcher
 from seq2seq.serve.engine import Engine, SearchKey, Sentence
 from seq2seq.serve.page import live_page

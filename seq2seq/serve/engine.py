@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inference.translator import Translation
 from seq2seq.inspection.collect import SentenceAttention, forced_attention, word_attention
 from seq2seq.inspection.maps import as_layers_heads, summary_map

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 
 VARIABLE = "SEQ2SEQ_PLAIN"
 TRICKS = ("malloc", "cpu_dropout", "beam_shared_source", "onednn_linear")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from seq2seq.errors import Seq2SeqError, UsageError
+from seq2seq.common.errors import Seq2SeqError, UsageError
 
 LAST_PATTERN = "last*.ckpt"  # last.ckpt, or last-v1.ckpt for a new run in a used folder
 REPLACE_OPTION = "--replace_checkpoints"

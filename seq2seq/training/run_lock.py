@@ -20,7 +20,7 @@ from typing import Any
 
 from pytorch_lightning import Callback, LightningModule, Trainer
 
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from seq2seq.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError
 
 Schedule = Literal["inverse_sqrt", "constant", "cosine"]
 

@@ -18,14 +18,14 @@ import torch
 from pytorch_lightning.utilities import rank_zero_warn
 from torch import Tensor, nn
 
+from seq2seq.common.errors import CheckpointError, Seq2SeqError
+from seq2seq.common.ranges import Range, check_arguments
 from seq2seq.data.batching import Batch
-from seq2seq.errors import CheckpointError, Seq2SeqError
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, Payload
 from seq2seq.inference.search import SearchSettings, translate_batch
-from seq2seq.metrics import literature_bleu, score_corpus
 from seq2seq.model import EncoderDecoder, VocabSpec
-from seq2seq.ranges import Range, check_arguments
-from seq2seq.tokenizer import Vocabulary
+from seq2seq.text.metrics import literature_bleu, score_corpus
+from seq2seq.text.tokenizer import Vocabulary
 from seq2seq.training.epoch_metrics import Perplexity, SplitTranslations
 from seq2seq.training.loss import label_smoothed_nll, symmetric_kl
 from seq2seq.training.schedule import Schedule, WarmupThenDecay

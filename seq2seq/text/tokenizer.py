@@ -28,9 +28,9 @@ from typing import Any, Literal
 import numpy as np
 import sentencepiece as spm
 
-from seq2seq.errors import CheckpointError, DataError
-from seq2seq.files.atomic import write_atomically
-from seq2seq.interruptible import call_interruptibly
+from seq2seq.common.atomic import write_atomically
+from seq2seq.common.errors import CheckpointError, DataError
+from seq2seq.common.interruptible import call_interruptibly
 from seq2seq.model import VocabSpec
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -94,7 +94,7 @@ class Tokenizer:
         """Train in memory on ``sentences`` (``settings.joint``, ``sample`` and ``seed`` are
         not its business). Empty sentences are skipped; the result is deterministic for a
         given ``settings.threads``. SentencePiece trains on a worker thread, so that Ctrl-C
-        or SIGTERM ends the training at once (``seq2seq.interruptible``).
+        or SIGTERM ends the training at once (``seq2seq.common.interruptible``).
         """
         text = [s for s in sentences if s.strip()]
         if not text:

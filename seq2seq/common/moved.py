@@ -1,8 +1,9 @@
-"""The module paths of the layout before commands, inference and training got their own
-packages, still importable: a saved run's config names ``seq2seq.checkpoint_io.SafeCheckpointIO``
-(every checkpoint written before the move carries it), and users' scripts may import
-``seq2seq.checkpoint``. An old path resolves to the module at its new path (the same module
-object, so classes compare equal) with a DeprecationWarning that names the new path.
+"""The module paths of earlier layouts (before commands, inference and training got their
+own packages; before common/ and text/), still importable: a saved run's config names
+``seq2seq.checkpoint_io.SafeCheckpointIO`` (every checkpoint written before the first move
+carries it), and users' scripts may import ``seq2seq.checkpoint`` or ``seq2seq.errors``. An
+old path resolves to the module at its new path (the same module object, so classes compare
+equal) with a DeprecationWarning that names the new path.
 """
 
 from __future__ import annotations
@@ -45,8 +46,18 @@ OLD_TO_NEW = {  # old module path -> where it lives now
         for name in ("search", "checkpoint", "ensemble", "translator", "decoding", "export")
     },
     "seq2seq.ct2_translate": "seq2seq.inference.ct2_translate",
-    **{f"seq2seq.{name}": f"seq2seq.files.{name}" for name in ("atomic", "text_lines")},
-    "seq2seq.arriving_lines": "seq2seq.files.arriving_lines",
+    # the files/ package and the small modules at the top went into common/ and text/
+    **{
+        f"seq2seq.{name}": f"seq2seq.common.{name}"
+        for name in ("errors", "ranges", "interruptible", "atomic", "moved")
+    },
+    **{f"seq2seq.{name}": f"seq2seq.text.{name}" for name in ("tokenizer", "metrics")},
+    "seq2seq.text_lines": "seq2seq.text.lines",
+    "seq2seq.arriving_lines": "seq2seq.text.arriving_lines",
+    "seq2seq.files": "seq2seq.common",  # the parent the next three are imported through
+    "seq2seq.files.atomic": "seq2seq.common.atomic",
+    "seq2seq.files.text_lines": "seq2seq.text.lines",
+    "seq2seq.files.arriving_lines": "seq2seq.text.arriving_lines",
     "seq2seq.positional_encoding_plot": "seq2seq.inspection.positional_encoding",
 }
 
@@ -66,7 +77,9 @@ class _Alias(importlib.abc.Loader):
 
 
 class MovedModuleFinder(importlib.abc.MetaPathFinder):
-    """Consulted after the ordinary finders, which no longer find the old paths."""
+    """Consulted before the ordinary finders, and only for the old paths: under an old
+    package's alias (``seq2seq.files`` is ``seq2seq.common``) they would find a second copy
+    of a module that sits in the new package."""
 
     def find_spec(
         self, fullname: str, path: object = None, target: object = None
@@ -79,4 +92,4 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
 def install() -> None:
     """Make the old paths importable (once per process)."""
     if not any(isinstance(finder, MovedModuleFinder) for finder in sys.meta_path):
-        sys.meta_path.append(MovedModuleFinder())
+        sys.meta_path.insert(0, MovedModuleFinder())

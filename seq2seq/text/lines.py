@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from seq2seq.errors import DataError
+from seq2seq.common.errors import DataError
 
 
 def iter_lines(path: str | Path) -> Iterator[str]:

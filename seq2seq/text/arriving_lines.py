@@ -13,7 +13,7 @@ import select
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from seq2seq.errors import DataError
+from seq2seq.common.errors import DataError
 
 READ_SIZE = 1 << 16
 

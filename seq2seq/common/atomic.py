@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from seq2seq.errors import OutputError, Seq2SeqError
+from seq2seq.common.errors import OutputError, Seq2SeqError
 
 log = logging.getLogger("seq2seq")
 

@@ -18,7 +18,7 @@ from sacrebleu.metrics.base import Metric
 from sacrebleu.significance import PairedTest
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
-from seq2seq.errors import DataError, Seq2SeqError
+from seq2seq.common.errors import DataError, Seq2SeqError
 
 METRICS: dict[str, type[Metric]] = {"bleu": BLEU, "chrf": CHRF, "ter": TER}
 
