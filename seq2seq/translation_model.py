@@ -388,6 +388,7 @@ def load(
     max_source_len: int = 512,
     workers: int = 1,
     export: bool | None = None,
+    attention_from: int | None = None,
     **search: Any,
 ) -> TranslationModel:
     """Open a model to translate with.
@@ -403,6 +404,8 @@ def load(
         workers: an export's batches translated side by side (CTranslate2's inter_threads).
         export: True: ``model`` is an export's folder (a folder that is not one is an error
             saying so); None: a folder holding CTranslate2's ``model.bin`` is one.
+        attention_from: with several checkpoints, the member (0 is the first) whose own
+            attention ``attention`` shows; None: the members' mean over heads and layers.
         search: the search to use unless a call says otherwise (``beam``, ``n_best``,
             ``length_penalty``, ``max_len_ratio``, ``max_len_offset``, ``bf16``); unset
             ones keep the model's own (its config's test search).
@@ -413,8 +416,10 @@ def load(
     if export and len(paths) != 1:
         raise Seq2SeqError(f"an export is one folder, got {len(paths)} paths")
     if export or (export is None and len(paths) == 1 and is_export(paths[0])):
-        if weights is not None:
-            raise Seq2SeqError("ensemble weights apply to several checkpoints, not an export")
+        if weights is not None or attention_from is not None:
+            raise Seq2SeqError(
+                "ensemble weights and attention_from apply to checkpoints, not an export"
+            )
         from seq2seq.inference.ct2_translate import load_export
 
         exported = load_export(paths[0], workers=workers)
@@ -430,6 +435,10 @@ def load(
             normalised_weights(weights, len(paths))  # one weight each, not all 0
         except ValueError as error:
             raise Seq2SeqError(f"weights: {error}") from None
-        trained = load_ensemble([str(p) for p in paths], weights=weights)
+        if attention_from is not None and not 0 <= attention_from < len(paths):
+            raise Seq2SeqError(
+                f"attention_from {attention_from} names no member of {len(paths)} checkpoints"
+            )
+        trained = load_ensemble([str(p) for p in paths], attention_from, weights)
         opened = CheckpointModel(trained.search, max_tokens, max_source_len, trained=trained)
     return dataclasses.replace(opened, search=opened.searching(**search))

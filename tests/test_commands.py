@@ -14,8 +14,9 @@ import pytest
 from cli_errors import cli_error
 
 from seq2seq.commands.main import build_parser, main
-from seq2seq.inference.decoding import DecodeOptions, search_settings
+from seq2seq.inference.decoding import DecodeOptions, search_options
 from seq2seq.inference.search import SearchSettings
+from seq2seq.translation_model import TranslationModel
 
 one_line_error = partial(cli_error, alone=True)  # and nothing else on stderr
 
@@ -191,4 +192,5 @@ def test_the_search_is_the_models_with_what_the_command_line_sets(args, search):
     parsed = build_parser().parse_args(args)
     options = parsed[parsed.command].as_dict()
     decode = DecodeOptions(**{field.name: options[field.name] for field in fields(DecodeOptions)})
-    assert search_settings(decode, CONFIGURED, options.get("n_best", 1)) == search
+    opened = TranslationModel(CONFIGURED)  # what seq2seq.load does with the keywords
+    assert opened.searching(**search_options(decode, options.get("n_best", 1))) == search

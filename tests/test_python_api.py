@@ -89,6 +89,19 @@ def test_attention_is_arrays_and_a_figure_with_every_layer_and_head(
     assert len(maps) == 2 + layers * heads  # a layer's and every layer's mean above them
 
 
+def test_an_ensembles_attention_is_one_members_with_attention_from(
+    trained_transformer: Path, trained_run: dict
+) -> None:
+    """The attention command's --ensemble-attention, from Python: the RNN and the
+    Transformer together show the Transformer's layers and heads with ``attention_from=1``."""
+    source = sources(trained_run, 1)[0]
+    members = [str(trained_run["ckpt"]), str(trained_transformer)]
+    attention = seq2seq.load(members, attention_from=1).attention(source)
+    assert attention.weights.shape[1:3] == (2, 2)  # the Transformer's (layers, heads)
+    with pytest.raises(seq2seq.Seq2SeqError, match="attention_from 2 names no member of 2"):
+        seq2seq.load(members, attention_from=2)
+
+
 @pytest.mark.slow  # a Lightning fit
 def test_fit_trains_from_python_as_the_command_does(
     trained_run: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]

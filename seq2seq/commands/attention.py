@@ -10,9 +10,9 @@ from seq2seq.commands.options import check_output_folder, check_parallel, comman
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
-from seq2seq.inference.decoding import DecodeOptions, check_ensemble_weights, search_settings
-from seq2seq.inference.ensemble import load_ensemble
+from seq2seq.inference.decoding import DecodeOptions, check_ensemble_weights, search_options
 from seq2seq.text.lines import read_lines
+from seq2seq.translation_model import load
 
 GREEDY_SEARCH = DecodeOptions(beam=1)  # what attention draws unless --beam says otherwise
 
@@ -78,7 +78,12 @@ def attention(
             f"--ensemble-attention {ensemble_attention} names no member: "
             f"{members} --ckpt given (0 to {members - 1})"
         )
-    trained = load_ensemble(ckpt, ensemble_attention, ensemble_weight)
+    model = load(
+        ckpt, weights=ensemble_weight, attention_from=ensemble_attention, export=False,
+        max_tokens=decode.max_tokens, max_source_len=decode.max_source_len,
+        **search_options(decode),
+    )  # fmt: skip
+    trained = model.trained
     reverse = load_trained(reverse_ckpt) if reverse_ckpt else None
     if reverse is not None:
         _check_reverse(trained, reverse)
@@ -98,7 +103,7 @@ def attention(
         out,
         options,
         references=references,
-        search=search_settings(decode, trained.search),
+        search=model.search,
         reverse=reverse,
         title=f"Attention of {' + '.join(ckpt)}",
     )

@@ -6,7 +6,12 @@ translate by one path."""
 
 from __future__ import annotations
 
-from seq2seq.inference.decoding import DecodeOptions, ModelOptions, check_model_options
+from seq2seq.inference.decoding import (
+    DecodeOptions,
+    ModelOptions,
+    check_model_options,
+    search_options,
+)
 from seq2seq.translation_model import TranslationModel, load
 
 
@@ -21,7 +26,5 @@ def open_model(
     return load(
         model.paths, weights=model.ensemble_weight, max_tokens=options.max_tokens,
         max_source_len=options.max_source_len, workers=model.ctranslate2_workers,
-        beam=options.beam, n_best=n_best, length_penalty=options.length_penalty,
-        max_len_ratio=options.max_len_ratio, max_len_offset=options.max_len_offset,
-        bf16=options.bf16, export=model.ctranslate2 is not None,
+        export=model.ctranslate2 is not None, **search_options(options, n_best),
     )  # fmt: skip

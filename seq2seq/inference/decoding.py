@@ -1,19 +1,18 @@
 """What every command that translates shares: its search options (``DecodeOptions``), the
-search they make of a model's own (``search_settings``), and the model (``ModelOptions``:
-checkpoints or a CTranslate2 export) with the checks that need no loading
+search keywords they give ``seq2seq.load`` (``search_options``), and the model
+(``ModelOptions``: checkpoints or a CTranslate2 export) with the checks that need no loading
 (``check_model_options``). ``seq2seq.commands.model.open_model`` opens it with
 ``seq2seq.load``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from seq2seq.common.errors import UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import check_checkpoint_path
 from seq2seq.inference.ensemble import normalised_weights
-from seq2seq.inference.search import SearchSettings
 
 
 @dataclass(frozen=True)
@@ -75,23 +74,18 @@ class ModelOptions:
 NO_MODEL = ModelOptions()  # the default, before the options: --ckpt or --ctranslate2 is required
 
 
-def search_settings(
-    options: DecodeOptions, configured: SearchSettings, n_best: int = 1
-) -> SearchSettings:
-    """``configured`` (the search a model's checkpoint or export gives) changed by what the
-    options set. --length-penalty alone has no default of its own (None): unset, it keeps
-    the model's, so that a model is scored as its config says; the other options always
-    set theirs."""
-    changes = {
-        "beam_size": options.beam,
+def search_options(options: DecodeOptions, n_best: int = 1) -> dict[str, Any]:
+    """The search keywords of ``seq2seq.load`` that the options give. --length-penalty alone
+    has no default of its own (None): unset, it keeps the model's, so that a model is scored
+    as its config says; the other options always set theirs."""
+    return {
+        "beam": options.beam,
         "n_best": n_best,
-        "bf16": options.bf16,
+        "length_penalty": options.length_penalty,
         "max_len_ratio": options.max_len_ratio,
         "max_len_offset": options.max_len_offset,
+        "bf16": options.bf16,
     }
-    if options.length_penalty is not None:
-        changes["length_penalty"] = options.length_penalty
-    return replace(configured, **changes)
 
 
 def check_ensemble_weights(ckpt: list[str] | None, ensemble_weight: list[float] | None) -> None:
