@@ -25,7 +25,7 @@ import torch
 from benchkit import SIZE, load_json, memory_mb, multi30k_batches, ours_loss, save_json, train_step
 
 from seq2seq.attention import AdditiveAttention
-from seq2seq.data.batching import Batch
+from seq2seq.inference.batching import Batch
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.speedups.malloc import keep_freed_memory

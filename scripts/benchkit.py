@@ -30,7 +30,7 @@ import yaml
 from torch import Tensor, nn
 
 from seq2seq.common.atomic import write_atomically
-from seq2seq.data.batching import Batch
+from seq2seq.inference.batching import Batch
 from seq2seq.inference.checkpoint import average_checkpoints, save_checkpoint
 from seq2seq.model import VocabSpec
 from seq2seq.text.lines import read_lines
@@ -283,7 +283,8 @@ def logged_rates(run_dir: Path) -> list[float]:
 def multi30k_batches(data_dir: str, max_tokens: int, count: int) -> tuple[list[Batch], VocabSpec]:
     """The first ``count`` En-De training batches of Multi30k under ``max_tokens``, as
     seq2seq fit draws them (seed 1), and the vocabulary."""
-    from seq2seq.data.datamodule import TranslationDataModule  # datasets: only where needed
+    # datasets: imported only where needed
+    from seq2seq.training.data.datamodule import TranslationDataModule
 
     torch.manual_seed(1)
     data = TranslationDataModule(

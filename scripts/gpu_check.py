@@ -84,12 +84,12 @@ from gpukit import (
     write_split,
 )
 
-from seq2seq.data.batching import Batch
-from seq2seq.data.demo_corpus import generate_pairs
+from seq2seq.inference.batching import Batch
 from seq2seq.inference.checkpoint import Trained, read_checkpoint
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import translate_lines
 from seq2seq.model import VocabSpec
+from seq2seq.text.demo_corpus import generate_pairs
 from seq2seq.text.metrics import score_corpus
 from seq2seq.text.tokenizer import VocabSettings, Vocabulary
 from seq2seq.transformer import Transformer

@@ -23,7 +23,7 @@ from benchkit import REPO, logged_metrics, save_json
 from pytorch_lightning import Callback, LightningModule, Trainer
 from torch.utils import benchmark
 
-from seq2seq.data.batching import Batch, TokenBucketBatchSampler, collate
+from seq2seq.inference.batching import Batch, TokenBucketBatchSampler, collate
 from seq2seq.model import VocabSpec
 from seq2seq.training.loss import label_smoothed_nll
 from seq2seq.transformer import Transformer

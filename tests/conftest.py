@@ -19,7 +19,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs two workers on two
 from tiny_run import SIZES, tiny_config, write_config  # noqa: E402
 
 from seq2seq.commands.main import main  # noqa: E402
-from seq2seq.data.demo_corpus import write_corpus  # noqa: E402
+from seq2seq.text.demo_corpus import write_corpus  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")

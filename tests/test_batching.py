@@ -11,8 +11,8 @@ from pytorch_lightning.utilities import move_data_to_device
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from seq2seq.data import batching
-from seq2seq.data.batching import (
+from seq2seq.inference import batching
+from seq2seq.inference.batching import (
     Batch,
     SourceBatch,
     TokenBucketBatchSampler,

@@ -270,7 +270,7 @@ def test_every_script_imports_and_imports_no_other_script(name: str):
 def test_the_speed_benchmark_step_trains_both_contenders():
     import torch
 
-    from seq2seq.data.batching import collate
+    from seq2seq.inference.batching import collate
     from seq2seq.model import VocabSpec
 
     speed = load_script("bench_transformer_speed")

@@ -12,11 +12,11 @@ from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 
 from seq2seq.commands.fit import ConfigIntoCheckpoint, Seq2SeqCLI
 from seq2seq.commands.main import main
-from seq2seq.data.datamodule import TranslationDataModule
-from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.inference.checkpoint import Trained, load_trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import translate_lines
+from seq2seq.text.demo_corpus import write_corpus
+from seq2seq.training.data.datamodule import TranslationDataModule
 from seq2seq.training.task import TranslationTask
 
 

@@ -9,15 +9,15 @@ from babel.dates import get_month_names
 from num2words import num2words
 
 from seq2seq.common.errors import Seq2SeqError
-from seq2seq.data import demo_corpus
-from seq2seq.data.demo_corpus import (
+from seq2seq.inspection.word_alignments import parse_gold_line, read_gold, score_alignments
+from seq2seq.text import demo_corpus
+from seq2seq.text.demo_corpus import (
     DEFAULT_SIZES,
     CorpusSettingError,
     Kind,
     generate_pairs,
     write_corpus,
 )
-from seq2seq.inspection.word_alignments import parse_gold_line, read_gold, score_alignments
 
 SMALL = {"train": 300, "val": 40, "test": 40}
 

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from seq2seq.common.errors import DataError
-from seq2seq.data import datamodule as data_module
-from seq2seq.data import encode_pool, sources, tokenised
-from seq2seq.data.batching import Batch
-from seq2seq.data.datamodule import TranslationDataModule
-from seq2seq.data.tokenised import TokenisedRows
+from seq2seq.inference.batching import Batch
 from seq2seq.text.tokenizer import Tokenizer, VocabSettings, Vocabulary
+from seq2seq.training.data import datamodule as data_module
+from seq2seq.training.data import encode_pool, sources, tokenised
+from seq2seq.training.data.datamodule import TranslationDataModule
+from seq2seq.training.data.tokenised import TokenisedRows
 
 WORDS = ["the", "dog", "cat", "runs", "sleeps", "red", "small", "on", "a", "house", "street"]
 WÖRTER = ["der", "Hund", "Katze", "läuft", "schläft", "rot", "klein", "auf", "ein", "Haus"]

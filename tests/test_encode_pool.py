@@ -7,8 +7,8 @@ import os
 import signal
 import time
 
-from seq2seq.data.encode_pool import EncodePool
 from seq2seq.text.tokenizer import Tokenizer, VocabSettings
+from seq2seq.training.data.encode_pool import EncodePool
 
 SENTENCES = ["the dog runs", "a small cat sits", "on the red house", "under a big blue street"]
 

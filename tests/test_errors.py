@@ -24,8 +24,8 @@ from cli_errors import cli_error
 from tiny_run import tiny_config, write_config
 
 from seq2seq.commands.main import main
-from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.inference.checkpoint import load_trained
+from seq2seq.text.demo_corpus import write_corpus
 from seq2seq.text.tokenizer import UNK_ID
 
 

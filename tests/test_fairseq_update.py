@@ -50,12 +50,12 @@ from test_recipes import printed_config, recipe_files
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from seq2seq.data.batching import Batch, collate, cut_batches
-from seq2seq.data.datamodule import TranslationDataModule
-from seq2seq.data.demo_corpus import generate_pairs, write_corpus
+from seq2seq.inference.batching import Batch, collate, cut_batches
 from seq2seq.inference.checkpoint import build_model
 from seq2seq.model import EncoderDecoder
+from seq2seq.text.demo_corpus import generate_pairs, write_corpus
 from seq2seq.text.tokenizer import VocabSettings, Vocabulary
+from seq2seq.training.data.datamodule import TranslationDataModule
 from seq2seq.training.schedule import WarmupThenDecay
 from seq2seq.training.task import TranslationTask
 

@@ -18,8 +18,8 @@ from seq2seq.attention import Attention
 from seq2seq.commands.fit import Seq2SeqCLI
 from seq2seq.commands.main import main
 from seq2seq.commands.options import COMMANDS
-from seq2seq.data.demo_corpus import write_corpus
 from seq2seq.model import EncoderDecoder
+from seq2seq.text.demo_corpus import write_corpus
 
 EVERY_COMMAND = {"fit", "validate", "test", *COMMANDS}
 

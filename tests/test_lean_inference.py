@@ -107,11 +107,11 @@ def test_the_static_list_of_training_commands_is_lightnings_but_predict() -> Non
 
 
 def test_batching_pulls_no_datamodule() -> None:
-    """seq2seq.data.batching (translation batches with it) is reached without the package
+    """seq2seq.inference.batching (translation batches with it) is reached without the package
     importing the DataModule, and with it Lightning and `datasets`."""
-    program = "import json, sys, seq2seq.data.batching; print(json.dumps(sorted(sys.modules)))"
+    program = "import json, sys, seq2seq.inference.batching; print(json.dumps(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     modules = set(json.loads(done.stdout))
-    assert "seq2seq.data.datamodule" not in modules
+    assert "seq2seq.training.data.datamodule" not in modules
     assert not {name.partition(".")[0] for name in modules} & set(TRAINING_STACK)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tiny_run import SIZES, tiny_config, write_config
 
-from seq2seq.data.demo_corpus import write_corpus
+from seq2seq.text.demo_corpus import write_corpus
 
 pytestmark = pytest.mark.slow  # fits in child processes
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow  # fits in child processes
 PAUSED_FIT = """
 import os, sys, time
 from pathlib import Path
-import seq2seq.data.encode_pool as encode_pool
+import seq2seq.training.data.encode_pool as encode_pool
 import seq2seq.text.tokenizer as tokenizer
 from seq2seq.commands.main import main
 

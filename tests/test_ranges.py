@@ -14,7 +14,7 @@ import pytest
 
 from seq2seq.common.errors import DataError, Seq2SeqError
 from seq2seq.common.ranges import Range, check_arguments, declared_ranges
-from seq2seq.data.datamodule import TranslationDataModule
+from seq2seq.training.data.datamodule import TranslationDataModule
 from seq2seq.training.task import TranslationTask
 
 BUILT_FROM_CONFIGS = [

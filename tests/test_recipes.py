@@ -17,11 +17,11 @@ import torch
 import yaml
 
 from seq2seq.commands.main import main
-from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.inference.checkpoint import build_model
 from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import VocabSpec
 from seq2seq.text.tokenizer import VocabSettings
+from seq2seq.training.data.datamodule import TranslationDataModule
 
 MULTI30K = Path(__file__).resolve().parents[1] / "configs" / "multi30k"
 RECIPES: dict[str, dict[str, list[str]]] = yaml.safe_load(

@@ -18,7 +18,7 @@ from test_recipes import printed_config, recipe_files
 from tiny_run import run_seq2seq
 
 from seq2seq.commands.main import main
-from seq2seq.data.demo_corpus import write_corpus
+from seq2seq.text.demo_corpus import write_corpus
 from seq2seq.training.checkpoint_io import SafeCheckpointIO
 
 pytestmark = pytest.mark.slow  # fits stopped and resumed

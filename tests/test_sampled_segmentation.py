@@ -10,8 +10,8 @@ import pytest
 from test_data import corpus, module
 
 from seq2seq.common.errors import DataError
-from seq2seq.data.batching import ResumableLoader
-from seq2seq.data.datamodule import TranslationDataModule
+from seq2seq.inference.batching import ResumableLoader
+from seq2seq.training.data.datamodule import TranslationDataModule
 
 SAMPLED = {"subword_nbest": 16, "subword_alpha": 0.1}
 

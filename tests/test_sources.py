@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from seq2seq.common.errors import DataError
-from seq2seq.data import sources as sources_module
-from seq2seq.data.sources import load_split
-from seq2seq.data.split_text import SplitText
+from seq2seq.training.data import sources as sources_module
+from seq2seq.training.data.sources import load_split
+from seq2seq.training.data.split_text import SplitText
 
 CACHE: list[Path] = []  # this test's cache folder, set by the fixture below
 

@@ -10,7 +10,7 @@ from tiny_run import SIZES, tiny_config, write_config
 
 from seq2seq.commands.main import main
 from seq2seq.common.errors import Seq2SeqError
-from seq2seq.data.demo_corpus import write_corpus
+from seq2seq.text.demo_corpus import write_corpus
 from seq2seq.training.schedule import WarmupThenDecay
 
 

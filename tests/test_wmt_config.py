@@ -15,7 +15,7 @@ from test_data import corpus
 from tiny_run import run_seq2seq
 
 from seq2seq.common.errors import DataError
-from seq2seq.data.datamodule import TranslationDataModule
+from seq2seq.training.data.datamodule import TranslationDataModule
 
 CONFIG = (
     Path(__file__).resolve().parents[1] / "configs" / "wmt14" / "en-de" / "transformer-base.yaml"

@@ -20,7 +20,7 @@ def corpus(out: str, seed: int = 1, src_lang: str = "en", tgt_lang: str = "de") 
         src_lang: source language code
         tgt_lang: target language code
     """
-    from seq2seq.data.demo_corpus import write_corpus
+    from seq2seq.text.demo_corpus import write_corpus
 
     paths = write_corpus(Path(out), seed=seed, src_lang=src_lang, tgt_lang=tgt_lang)
     for path in paths.values():

@@ -25,12 +25,12 @@ from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, OneLineErrors
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.common.ranges import declared_ranges
-from seq2seq.data.datamodule import TranslationDataModule
 from seq2seq.inference.checkpoint import read_checkpoint
 
 # --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
 # when the parser is built, so every model family is imported here.
 from seq2seq.rnn import RNNSeq2Seq
+from seq2seq.training.data.datamodule import TranslationDataModule
 from seq2seq.training.distributed import bound_collective_waits
 from seq2seq.training.fit_summary import FitSummary
 from seq2seq.training.quiet import quiet_lightning

@@ -1,9 +1,10 @@
 """The module paths of earlier layouts (before commands, inference and training got their
-own packages; before common/ and text/), still importable: a saved run's config names
-``seq2seq.checkpoint_io.SafeCheckpointIO`` (every checkpoint written before the first move
-carries it), and users' scripts may import ``seq2seq.checkpoint`` or ``seq2seq.errors``. An
-old path resolves to the module at its new path (the same module object, so classes compare
-equal) with a DeprecationWarning that names the new path.
+own packages; before common/, text/ and training/data/), still importable: a saved run's
+config names ``seq2seq.checkpoint_io.SafeCheckpointIO`` (every checkpoint written before
+the first move carries it), and users' scripts may import ``seq2seq.checkpoint``,
+``seq2seq.errors`` or ``seq2seq.data.batching``. An old path resolves to the module at its
+new path (the same module object, so classes compare equal) with a DeprecationWarning that
+names the new path.
 """
 
 from __future__ import annotations
@@ -59,6 +60,21 @@ OLD_TO_NEW = {  # old module path -> where it lives now
     "seq2seq.files.text_lines": "seq2seq.text.lines",
     "seq2seq.files.arriving_lines": "seq2seq.text.arriving_lines",
     "seq2seq.positional_encoding_plot": "seq2seq.inspection.positional_encoding",
+    # data/ went into training/data/, but for its batches (inference) and the demo corpus (text)
+    "seq2seq.data": "seq2seq.training.data",
+    "seq2seq.data.batching": "seq2seq.inference.batching",
+    "seq2seq.data.demo_corpus": "seq2seq.text.demo_corpus",
+    **{
+        f"seq2seq.data.{name}": f"seq2seq.training.data.{name}"
+        for name in (
+            "datamodule",
+            "encode_pool",
+            "sampled_segmentation",
+            "sources",
+            "split_text",
+            "tokenised",
+        )
+    },  # fmt: skip
 }
 
 

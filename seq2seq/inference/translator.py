@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from seq2seq.data.batching import source_batches
+from seq2seq.inference.batching import source_batches
 from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import Hypothesis, SearchSettings, translate_batch
 from seq2seq.speedups.onednn_linear import onednn_linears

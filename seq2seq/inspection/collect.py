@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 
 from seq2seq.attention.luong import LocalAttention
 from seq2seq.common.errors import DataError
-from seq2seq.data.batching import TokenBucketBatchSampler, collate
+from seq2seq.inference.batching import TokenBucketBatchSampler, collate
 from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import translate_lines

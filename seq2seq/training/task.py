@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from seq2seq.common.errors import CheckpointError, Seq2SeqError
 from seq2seq.common.ranges import Range, check_arguments
-from seq2seq.data.batching import Batch
+from seq2seq.inference.batching import Batch
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, Payload
 from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import EncoderDecoder, VocabSpec

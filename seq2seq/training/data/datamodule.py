@@ -4,20 +4,19 @@ length-bucketed batches under a token budget.
     source --load_split--> Arrow text --load_or_tokenise--> ids + lengths --> Batches
 
 Everything that grows with the corpus lives in files under ``cache_dir``: the text
-(``text/``, memory-mapped Arrow, see ``seq2seq.data.sources``) and the tokenised splits
-(``tokens/``, read row by row, see ``seq2seq.data.tokenised``; keyed on the text's key and the
-vocabulary). Each is found again from file identities and settings, without reading the
-corpus, so a second run, or every process of a multi-device run after ``prepare_data``,
-reads the same files. The vocabulary is trained on a sample of the training split (or
-loaded from ``cache_dir/spm``) on first access of ``vocab``, which may come before
-``setup``. A process keeps only NumPy arrays of a few bytes per pair (lengths; the epoch's
-order in the batch sampler).
+(``text/``, memory-mapped Arrow, see ``sources``) and the tokenised splits (``tokens/``,
+read row by row, see ``tokenised``; keyed on the text's key and the vocabulary). Each is
+found again from file identities and settings, without reading the corpus, so a second run,
+or every process of a multi-device run after ``prepare_data``, reads the same files. The
+vocabulary is trained on a sample of the training split (or loaded from ``cache_dir/spm``)
+on first access of ``vocab``, which may come before ``setup``. A process keeps only NumPy
+arrays of a few bytes per pair (lengths; the epoch's order in the batch sampler).
 
 Training pairs with an empty side or more than ``max_len`` pieces on a side are
 filtered out on their lengths, and the counts are reported on the ``seq2seq`` logger.
 Validation and test keep every pair, in file order: ``Batch.ids`` index ``references(split)``.
 With ``subword_nbest``, training reads each pair in a segmentation drawn anew every epoch
-(``seq2seq.data.sampled_segmentation``).
+(``seq2seq.training.data.sampled_segmentation``).
 """
 
 from __future__ import annotations
@@ -36,12 +35,17 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from seq2seq.common.errors import DataError
 from seq2seq.common.ranges import Range, check_arguments
-from seq2seq.data.batching import ResumableLoader, TokenBucketBatchSampler, collate, cut_batches
-from seq2seq.data.sampled_segmentation import SampledSegmentations
-from seq2seq.data.sources import load_split
-from seq2seq.data.split_text import SplitText
-from seq2seq.data.tokenised import TokenisedRows, load_or_tokenise
+from seq2seq.inference.batching import (
+    ResumableLoader,
+    TokenBucketBatchSampler,
+    collate,
+    cut_batches,
+)
 from seq2seq.text.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
+from seq2seq.training.data.sampled_segmentation import SampledSegmentations
+from seq2seq.training.data.sources import load_split
+from seq2seq.training.data.split_text import SplitText
+from seq2seq.training.data.tokenised import TokenisedRows, load_or_tokenise
 
 TOKENS_FORMAT = 4  # part of the tokenised cache's key: bump when its files change
 PARALLEL_MIN_PAIRS = 100_000  # below this, tokenising in one process is faster than forking
@@ -67,7 +71,7 @@ class TranslationDataModule(pl.LightningDataModule):
     Args:
         source: Where the sentence pairs are: a folder of ``{split}.{lang}[.gz]`` files, a
             ``path/{split}.tsv`` or ``path/{split}.jsonl`` pattern, or a Hub dataset id
-            (see ``seq2seq.data.sources``).
+            (see ``seq2seq.training.data.sources``).
         src_lang: The source language code, as in the file names or the dataset's columns.
         tgt_lang: The target language code.
         train_split: Name of the training split (``train`` reads ``train.{lang}``).
@@ -106,7 +110,7 @@ class TranslationDataModule(pl.LightningDataModule):
         subword_nbest: Subword regularisation (0: off, the default): each epoch trains on a
             segmentation of every pair drawn from its ``subword_nbest`` most likely ones
             (64 is usual; unigram vocabularies only); see
-            ``seq2seq.data.sampled_segmentation``. Validation and test read the best one.
+            ``seq2seq.training.data.sampled_segmentation``. Validation and test read the best one.
         subword_alpha: The draw's smoothing: each segmentation's likelihood to this power
             (at least 0; 0 draws uniformly, larger favours the best; 0.1 is usual).
     """

@@ -36,8 +36,8 @@ import datasets
 import pyarrow.compute as pc
 
 from seq2seq.common.errors import DataError
-from seq2seq.data.split_text import SplitText
 from seq2seq.text.lines import iter_lines
+from seq2seq.training.data.split_text import SplitText
 
 SPLIT = "{split}"
 PATTERN_SUFFIXES = (".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz")

@@ -7,8 +7,8 @@
 
 Written once per (text, vocabulary): the text is read in batches with plain file reads
 (see ``SplitText.iter_batches``), encoded on ``num_proc`` processes
-(``seq2seq.data.encode_pool``) and appended, so memory stays bounded by a batch whatever the
-corpus size. Every file is written under a temporary name and renamed when complete, the
+(``encode_pool``) and appended, so memory stays bounded by a batch whatever the corpus
+size. Every file is written under a temporary name and renamed when complete, the
 lengths last: an interrupted run leaves no cache that looks whole.
 
 Training reads rows with ``os.pread`` rather than through a memory map. Pages of a mapped
@@ -31,9 +31,9 @@ import numpy as np
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
-from seq2seq.data.encode_pool import EncodePool
-from seq2seq.data.split_text import SplitText
 from seq2seq.text.tokenizer import Vocabulary
+from seq2seq.training.data.encode_pool import EncodePool
+from seq2seq.training.data.split_text import SplitText
 
 BATCH_PAIRS = 1000  # pairs a worker encodes at a time
 SIDES = ("src", "tgt")

@@ -5,7 +5,7 @@ A unigram SentencePiece model gives every segmentation of a sentence a likelihoo
 probability proportional to its likelihood to the power ``alpha``: a model that sees many
 segmentations of the same text leans less on any single one, which helps most on small
 corpora. The training split is tokenised once, with the best segmentation
-(``seq2seq.data.tokenised``); ``SampledSegmentations`` turns each row it reads back into
+(``seq2seq.training.data.tokenised``); ``SampledSegmentations`` turns each row it reads back into
 text and draws a segmentation of it.
 
 The draws come from NumPy generators seeded with (seed, epoch, row), not from
@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-from seq2seq.data.batching import LengthOrder
-from seq2seq.data.tokenised import SIDES, TokenisedRows
+from seq2seq.inference.batching import LengthOrder
 from seq2seq.text.tokenizer import Vocabulary
+from seq2seq.training.data.tokenised import SIDES, TokenisedRows
 
 
 class SampledSegmentations(Dataset):

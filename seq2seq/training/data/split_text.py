@@ -1,7 +1,7 @@
 """One split's sentence pairs in Arrow, and passes over them that do not grow with it.
 
-A ``SplitText`` is what ``seq2seq.data.sources.load_split`` returns: rows with columns ``src``
-and ``tgt`` in file order, memory-mapped. Passes over the whole split (every pair in
+A ``SplitText`` is what ``sources.load_split`` returns: rows with columns ``src`` and ``tgt``
+in file order, memory-mapped. Passes over the whole split (every pair in
 batches, a random sample) read the Arrow files with plain reads where it knows them, so the
 pages they touch stay in the kernel's page cache instead of the process's resident memory.
 """
