@@ -8,6 +8,7 @@ import math
 
 import torch
 import yaml
+from cli_errors import cli_error
 from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 
 from seq2seq.commands.fit import ConfigIntoCheckpoint, Seq2SeqCLI
@@ -174,17 +175,14 @@ def test_unknown_config_key_is_an_error(trained_run):
     ]
 
 
-def test_misaligned_corpus_is_one_line_error(tmp_path):
+def test_misaligned_corpus_is_one_line_error(tmp_path, capsys):
     corpus = tmp_path / "corpus"
     write_corpus(corpus, seed=3, sizes=SIZES)
     german = (corpus / "train.de").read_text().splitlines()
     (corpus / "train.de").write_text("\n".join(german[:-1]) + "\n")
     config = write_config(tmp_path / "c.yaml", tiny_config(tmp_path, corpus))
-    result = run_seq2seq("fit", "--config", str(config))
-    assert result.returncode == 1
-    error = [line for line in result.stderr.splitlines() if line.startswith("seq2seq: error:")]
-    assert len(error) == 1 and "400" in error[0] and "399" in error[0]
-    assert "Traceback" not in result.stderr
+    status, error = cli_error(capsys, "fit", "--config", str(config))
+    assert status == 1 and "400" in error and "399" in error
 
 
 def test_missing_checkpoint_is_one_line_error(tmp_path):

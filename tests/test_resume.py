@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from cli_errors import cli_error
 from test_recipes import printed_config, recipe_files
-from tiny_run import run_seq2seq
 
 from seq2seq.commands.main import main
 from seq2seq.text.demo_corpus import write_corpus
@@ -80,9 +80,21 @@ def with_callback(config: Path, **pause: object) -> Path:
     return config
 
 
-def fit(config: Path, *extra: str) -> subprocess.Popen:
+def fit_here(config: Path, *extra: str) -> None:
+    """``seq2seq fit`` in this process: the runs a test compares are computed alike, and
+    no interpreter is started for a run that no signal stops."""
+    main(["fit", "--config", str(config), *extra])
+
+
+def fit_child(config: Path, *extra: str) -> subprocess.Popen:
+    """``seq2seq fit`` in a child process, for a test to signal; with this process's number
+    of threads, so that its arithmetic is that of the runs made here."""
     tests = str(Path(__file__).parent)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{tests}:{os.getcwd()}"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(torch.get_num_threads()),
+        "PYTHONPATH": f"{tests}:{os.getcwd()}",
+    }
     command = [sys.executable, "-m", "seq2seq", "fit", "--config", str(config), *extra]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
@@ -114,7 +126,7 @@ def corpus(tmp_path_factory) -> Path:
 def straight(corpus) -> dict:
     """The uninterrupted run: its final checkpoint."""
     folder = corpus.parent / "straight"
-    finish(fit(shipped_copy(folder, corpus)))
+    fit_here(shipped_copy(folder, corpus))
     return last(folder)
 
 
@@ -128,12 +140,12 @@ def stop(kind: str, config: Path, steps_per_epoch: int) -> None:
     """Run ``config`` until stopped by ``kind`` in the middle of the second epoch."""
     middle = steps_per_epoch + steps_per_epoch // 2
     if kind == "max_steps":
-        finish(fit(config, "--trainer.max_steps", str(middle)))
+        fit_here(config, "--trainer.max_steps", str(middle))
     elif kind == "max_time":  # steps of at least 0.4 s, a limit of 2 s: stops mid-run
-        finish(fit(with_callback(config, sleep=0.4), "--trainer.max_time", "00:00:00:02"))
+        fit_here(with_callback(config, sleep=0.4), "--trainer.max_time", "00:00:00:02")
     else:
         marker = config.parent / "paused"
-        run = fit(with_callback(config, step=middle, marker=str(marker)))
+        run = fit_child(with_callback(config, step=middle, marker=str(marker)))
         wait_for(marker, run)
         signum = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
         run.send_signal(signum[kind])
@@ -149,7 +161,9 @@ def stop(kind: str, config: Path, steps_per_epoch: int) -> None:
 
 
 @pytest.mark.parametrize("kind", ["max_steps", "max_time", "sigint", "sigterm", "sigkill"])
-def test_a_stopped_run_resumes_to_the_uninterrupted_weights(corpus, straight, tmp_path, kind):
+def test_a_stopped_run_resumes_to_the_uninterrupted_weights(
+    corpus, straight, tmp_path, capsys, kind
+):
     total = int(straight["global_step"])
     config = shipped_copy(tmp_path, corpus)
     stop(kind, config, total // EPOCHS)
@@ -159,7 +173,9 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights(corpus, straight, tm
     if kind != "sigkill":  # a stop that can write last.ckpt writes it at the step it stopped
         assert stopped_at % (total // EPOCHS), "the stop is not mid-epoch"
     with_callback(config)  # no pause, no sleep
-    err = finish(fit(config, "--ckpt_path", "last", "--trainer.max_time", "null"))
+    capsys.readouterr()
+    fit_here(config, "--ckpt_path", "last", "--trainer.max_time", "null")
+    err = capsys.readouterr().err
     assert f"resuming from {tmp_path / 'run/checkpoints/last.ckpt'} at step {stopped_at}" in err
     resumed = last(tmp_path)
     assert resumed["global_step"] == total
@@ -176,11 +192,11 @@ def test_a_run_with_subword_sampling_resumes_to_the_uninterrupted_weights(corpus
         settings["data"].update(subword_nbest=16, subword_alpha=0.1)
         config.write_text(yaml.safe_dump(settings))
         runs[name] = config
-    finish(fit(runs["straight"]))
+    fit_here(runs["straight"])
     straight = last(tmp_path / "straight")
     total = int(straight["global_step"])
     stop("max_steps", runs["stopped"], total // EPOCHS)
-    finish(fit(runs["stopped"], "--ckpt_path", "last"))
+    fit_here(runs["stopped"], "--ckpt_path", "last")
     resumed = last(tmp_path / "stopped")
     assert resumed["global_step"] == total
     assert_same_weights(straight, resumed)
@@ -197,39 +213,36 @@ def test_a_signal_stop_names_last_ckpt_when_the_recipe_keeps_recent_epochs(
     assert (tmp_path / "run/checkpoints/recent-epoch00.ckpt").is_file()
 
 
-def test_resume_finds_the_newest_last_checkpoint_of_the_root(corpus, tmp_path):
+def test_resume_finds_the_newest_last_checkpoint_of_the_root(corpus, tmp_path, capsys):
     config = shipped_copy(tmp_path, corpus)
-    first = run_seq2seq("fit", "--config", str(config), "--trainer.max_epochs", "1")
-    assert first.returncode == 0, first.stderr[-2000:]
+    fit_here(config, "--trainer.max_epochs", "1")
     # the layout of older versions: checkpoints inside the log version folder
     old = tmp_path / "run/logs/version_0/checkpoints"
     (tmp_path / "run/checkpoints").rename(old)
-    again = run_seq2seq("fit", "--config", str(config), "--ckpt_path", "last")
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert f"resuming from {old / 'last.ckpt'} at step " in again.stderr
+    capsys.readouterr()
+    fit_here(config, "--ckpt_path", "last")
+    assert f"resuming from {old / 'last.ckpt'} at step " in capsys.readouterr().err
     assert int(last(tmp_path)["epoch"]) == EPOCHS - 1  # continued into the stable folder
 
 
-def test_resume_with_nothing_to_resume_is_one_line(corpus, tmp_path):
+def test_resume_with_nothing_to_resume_is_one_line(corpus, tmp_path, capsys):
     config = shipped_copy(tmp_path, corpus)
-    result = run_seq2seq("fit", "--config", str(config), "--ckpt_path", "last")
-    assert result.returncode == 1
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("seq2seq: error: ")
-    assert (
-        "no checkpoint to resume from" in result.stderr and "leave out --ckpt_path" in result.stderr
+    status, error = cli_error(
+        capsys, "fit", "--config", str(config), "--ckpt_path", "last", alone=True
     )
+    assert status == 1
+    assert "no checkpoint to resume from" in error and "leave out --ckpt_path" in error
     assert not (tmp_path / "run/logs").exists()
 
 
 def test_demo_checkpoints_follow_the_root_dir(corpus, tmp_path):
     root = tmp_path / "elsewhere"
-    result = run_seq2seq(
-        "fit", "--config", str(REPO / "configs/demo.yaml"), "--trainer.default_root_dir", str(root),
+    fit_here(
+        REPO / "configs/demo.yaml", "--trainer.default_root_dir", str(root),
         "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false",
         "--data.source", str(corpus), "--data.vocab_size", "400",
         "--data.cache_dir", str(tmp_path / "cache"), "--model.model.init_args.embed_size", "16",
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
     assert (root / "checkpoints/best.ckpt").is_file() and (root / "checkpoints/last.ckpt").is_file()
 
 
