@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import yaml
+from cli_errors import cli_error
 from pytorch_lightning import Trainer
 from tiny_run import run_seq2seq, tiny_config, write_config
 
@@ -103,10 +105,23 @@ def test_ddp_stops_every_process_when_one_has_a_nan_loss(trained_run, tmp_path):
     assert "Traceback" not in fit.stderr
     assert "seq2seq: error: the training loss is nan at step 2 (epoch 0, batch 2)" in fit.stderr
 
+
+
+def test_skipping_nonfinite_steps_under_ddp_is_refused_before_its_processes_start(
+    trained_run, tmp_path, capsys, monkeypatch
+):
+    def started(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"a process was started: {args}")
+
+    monkeypatch.setattr(subprocess, "Popen", started)  # as DDP starts its other processes
+    config = tiny_config(tmp_path, trained_run["corpus"])
+    config["data"]["cache_dir"] = str(trained_run["root"] / "cache")
+    config["trainer"].update(strategy="ddp", devices=2)
     config["model"]["nonfinite_loss"] = "skip"  # Lightning cannot skip a step under DDP
-    skip = run_seq2seq("fit", "--config", str(write_config(tmp_path / "skip.yaml", config)))
-    assert skip.returncode == 1
-    assert "seq2seq: error: model.nonfinite_loss: skip works on one process only" in skip.stderr
+    path = write_config(tmp_path / "skip.yaml", config)
+    status, error = cli_error(capsys, "fit", "--config", str(path))
+    assert status == 1 and error.startswith("model.nonfinite_loss: skip works on one process only")
+    assert not list(tmp_path.glob("run/checkpoints/*.ckpt"))  # no step was trained
 
 
 def test_ddp_with_the_demo_configs_defaults_runs_two_epochs(trained_run, tmp_path):

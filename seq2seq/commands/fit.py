@@ -264,6 +264,10 @@ class Seq2SeqCLI(LightningCLI):
             trainer.loggers = default_loggers(root, tensorboard, claim=trainer.is_global_zero)
         return trainer
 
+    def before_fit(self) -> None:
+        """Settings the Trainer cannot run are refused here, before DDP starts its processes."""
+        self.model.check_trainer(self.trainer)
+
     def after_fit(self) -> None:
         next(c for c in self.trainer.callbacks if isinstance(c, GracefulStop)).exit_if_stopped(
             self.trainer

@@ -207,12 +207,17 @@ class TranslationTask(pl.LightningModule):
             if note and self.trainer.is_global_zero:
                 log.info(note)
 
-    def on_fit_start(self) -> None:
-        if self.nonfinite_loss == "skip" and self.trainer.world_size > 1:
+    def check_trainer(self, trainer: pl.Trainer) -> None:
+        """Refuses settings that ``trainer`` cannot run (the CLI asks before DDP starts its
+        processes)."""
+        if self.nonfinite_loss == "skip" and trainer.world_size > 1:
             raise Seq2SeqError(
                 "model.nonfinite_loss: skip works on one process only (Lightning cannot skip "
                 "an optimiser step under DDP); use stop"
             )
+
+    def on_fit_start(self) -> None:
+        self.check_trainer(self.trainer)
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
         loss, nll, n, kl = self._training_loss(batch)
