@@ -106,7 +106,6 @@ def test_ddp_stops_every_process_when_one_has_a_nan_loss(trained_run, tmp_path):
     assert "seq2seq: error: the training loss is nan at step 2 (epoch 0, batch 2)" in fit.stderr
 
 
-
 def test_skipping_nonfinite_steps_under_ddp_is_refused_before_its_processes_start(
     trained_run, tmp_path, capsys, monkeypatch
 ):
