@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # Before anything imports datasets or huggingface_hub: both read these once, at import.
@@ -115,6 +117,28 @@ def multi30k_dir() -> Path:
     if not (path / "val.en.gz").exists():
         pytest.skip(f"Multi30k not found at {path} (set MULTI30K_DIR to run this test)")
     return path
+
+
+@pytest.fixture
+def run_here(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., subprocess.CompletedProcess]:
+    """``run_here(*args, stdin="")``: `seq2seq ARGS` in this process, its result as
+    tiny_run.run_seq2seq gives a child's (exit status, stdout, stderr), without the seconds a
+    child takes to import torch and the toolkit."""
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()), "utf-8"))
+        capsys.readouterr()
+        try:
+            main(list(args))
+            status = 0
+        except SystemExit as stop:
+            status = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
+        printed = capsys.readouterr()
+        return subprocess.CompletedProcess(["seq2seq", *args], status, printed.out, printed.err)
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -229,9 +229,9 @@ def test_plain_ctranslate2_translator_as_the_readme_shows(transformer_ckpt, expo
     assert [sp.decode(r.hypotheses[0]) for r in results] == [t.text for t in ours]
 
 
-def test_translate_ctranslate2_command_end_to_end(pre_norm_ckpt, trained_run, tmp_path):
+def test_translate_ctranslate2_command_end_to_end(pre_norm_ckpt, trained_run, tmp_path, run_here):
     out = tmp_path / "ct2"
-    exported = run_seq2seq(
+    exported = run_here(
         "export", "--ckpt", str(pre_norm_ckpt), "--to", "ctranslate2", "--out", str(out)
     )
     assert exported.returncode == 0, exported.stderr
@@ -239,8 +239,8 @@ def test_translate_ctranslate2_command_end_to_end(pre_norm_ckpt, trained_run, tm
     source = trained_run["corpus"] / "test.en"
     options = ["--beam", "5", "--n-best", "2", "--length-penalty", "0.6", "--max-len-ratio",
                str(RATIO), "--max-len-offset", str(OFFSET)]  # fmt: skip
-    ours = run_seq2seq("translate", "--ckpt", str(pre_norm_ckpt), *options, "--input", str(source))
-    theirs = run_seq2seq("translate", "--ctranslate2", str(out), *options, stdin=source.read_text())
+    ours = run_here("translate", "--ckpt", str(pre_norm_ckpt), *options, "--input", str(source))
+    theirs = run_here("translate", "--ctranslate2", str(out), *options, stdin=source.read_text())
     assert theirs.returncode == 0, theirs.stderr
     assert [line.split("\t")[::2] for line in theirs.stdout.splitlines()] == [
         line.split("\t")[::2] for line in ours.stdout.splitlines()
@@ -252,15 +252,15 @@ def test_translate_ctranslate2_command_end_to_end(pre_norm_ckpt, trained_run, tm
     assert [text for texts in from_python for text in texts] == [
         line.split("\t")[2] for line in theirs.stdout.splitlines()
     ]
-    workers = run_seq2seq("translate", "--ctranslate2", str(out), "--ctranslate2-workers", "2",
+    workers = run_here("translate", "--ctranslate2", str(out), "--ctranslate2-workers", "2",
                           *options, stdin=source.read_text())  # fmt: skip
     assert workers.returncode == 0 and workers.stdout == theirs.stdout, workers.stderr
     hyp = tmp_path / "hyp.txt"
-    written = run_seq2seq("translate", "--ctranslate2", str(out), "--input", str(source),
+    written = run_here("translate", "--ctranslate2", str(out), "--input", str(source),
                           "--output", str(hyp), "--beam", "1")  # fmt: skip
     assert written.returncode == 0 and written.stdout == ""
     assert len(hyp.read_text().splitlines()) == len(source.read_text().splitlines())
-    bf16 = run_seq2seq("translate", "--ctranslate2", str(out), "--bf16", stdin="three\n")
+    bf16 = run_here("translate", "--ctranslate2", str(out), "--bf16", stdin="three\n")
     assert bf16.returncode == 1
     assert bf16.stderr.splitlines() == [
         "seq2seq: error: --bf16 does not apply to --ctranslate2: the export's --quantization "
@@ -268,28 +268,30 @@ def test_translate_ctranslate2_command_end_to_end(pre_norm_ckpt, trained_run, tm
     ]
 
 
-def test_evaluate_scores_an_export_as_its_checkpoint(pre_norm_ckpt, trained_run, tmp_path):
+def test_evaluate_scores_an_export_as_its_checkpoint(
+    pre_norm_ckpt, trained_run, tmp_path, run_here
+):
     out = tmp_path / "ct2"
-    exported = run_seq2seq(
+    exported = run_here(
         "export", "--ckpt", str(pre_norm_ckpt), "--to", "ctranslate2", "--out", str(out)
     )
     assert exported.returncode == 0, exported.stderr
     test = ["--src", str(trained_run["corpus"] / "test.en"),
             "--ref", str(trained_run["corpus"] / "test.de"), "--beam", "5", "--json"]  # fmt: skip
-    ours = run_seq2seq("evaluate", "--ckpt", str(pre_norm_ckpt), *test)
-    theirs = run_seq2seq("evaluate", "--ctranslate2", str(out), *test)
+    ours = run_here("evaluate", "--ckpt", str(pre_norm_ckpt), *test)
+    theirs = run_here("evaluate", "--ctranslate2", str(out), *test)
     assert ours.returncode == 0 and theirs.returncode == 0, theirs.stderr
     ours_scores, their_scores = json.loads(ours.stdout), json.loads(theirs.stdout)
     for metric in ("bleu", "chrf", "bleu_literature"):  # the literature BLEU needs tgt_lang
         assert their_scores[metric]["score"] == ours_scores[metric]["score"], metric
     assert their_scores["decoding"]["length_penalty"] == ours_scores["decoding"]["length_penalty"]
-    both = run_seq2seq("evaluate", "--ckpt", str(pre_norm_ckpt), "--ctranslate2", str(out), *test)
+    both = run_here("evaluate", "--ckpt", str(pre_norm_ckpt), "--ctranslate2", str(out), *test)
     assert both.returncode == 2
     assert "--ckpt and --ctranslate2 exclude each other" in both.stderr
 
 
-def test_an_rnn_checkpoint_is_refused_in_one_line(trained_run, tmp_path):
-    result = run_seq2seq(
+def test_an_rnn_checkpoint_is_refused_in_one_line(trained_run, tmp_path, run_here):
+    result = run_here(
         "export", "--ckpt", str(trained_run["ckpt"]), "--to", "ctranslate2",
         "--out", str(tmp_path / "rnn"),
     )  # fmt: skip
