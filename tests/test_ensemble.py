@@ -8,7 +8,6 @@ import json
 
 import pytest
 import torch
-from tiny_run import run_seq2seq
 
 from seq2seq.commands.main import main
 from seq2seq.common.errors import CheckpointError
@@ -197,23 +196,23 @@ def test_an_ensemble_searches_as_its_first_member_was_configured_to(monkeypatch)
     assert load_ensemble(["a.ckpt", "b.ckpt"]).search == first.search
 
 
-def test_translate_with_the_same_checkpoint_twice_equals_once(trained_run):
+def test_translate_with_the_same_checkpoint_twice_equals_once(trained_run, run_here):
     ckpt, source = str(trained_run["ckpt"]), trained_run["corpus"] / "test.en"
     search = ["--input", str(source), "--beam", "3", "--n-best", "2"]  # with scores
-    once = run_seq2seq("translate", "--ckpt", ckpt, *search)
-    twice = run_seq2seq("translate", "--ckpt", ckpt, "--ckpt", ckpt, *search)
+    once = run_here("translate", "--ckpt", ckpt, *search)
+    twice = run_here("translate", "--ckpt", ckpt, "--ckpt", ckpt, *search)
     assert once.returncode == twice.returncode == 0, twice.stderr
     assert once.stdout == twice.stdout and "\t" in once.stdout
 
 
 def test_translate_with_all_the_weight_on_one_member_equals_that_member(
-    trained_run, trained_transformer
+    trained_run, trained_transformer, run_here
 ):
     ckpt, source = str(trained_run["ckpt"]), trained_run["corpus"] / "test.en"
     search = ["--input", str(source), "--beam", "3", "--n-best", "2"]  # with scores
-    alone = run_seq2seq("translate", "--ckpt", ckpt, *search)
+    alone = run_here("translate", "--ckpt", ckpt, *search)
     both = ["--ckpt", ckpt, "--ckpt", str(trained_transformer)]
-    weighted = run_seq2seq("translate", *both, "--ensemble-weight", "2", "0", *search)
+    weighted = run_here("translate", *both, "--ensemble-weight", "2", "0", *search)
     assert alone.returncode == weighted.returncode == 0, weighted.stderr
     assert alone.stdout == weighted.stdout
 
@@ -222,9 +221,11 @@ def test_translate_with_all_the_weight_on_one_member_equals_that_member(
     ("weights", "complaint"),
     [(["1"], "1 weights given for 2 members"), (["1", "-1"], ">= 0"), (["0", "0"], "all 0")],
 )
-def test_wrong_ensemble_weights_are_one_line_before_loading(trained_run, weights, complaint):
+def test_wrong_ensemble_weights_are_one_line_before_loading(
+    trained_run, weights, complaint, run_here
+):
     ckpt, source = str(trained_run["ckpt"]), str(trained_run["corpus"] / "test.en")
-    result = run_seq2seq(
+    result = run_here(
         "translate", "--ckpt", ckpt, "--ckpt", ckpt, "--ensemble-weight", *weights,
         "--input", source,
     )  # fmt: skip

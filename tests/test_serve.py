@@ -185,9 +185,9 @@ def _nbest_lines(results: list[dict]) -> list[str]:
 
 
 @needs_serve_extra
-def test_translate_equals_the_translate_command(server, trained_run):
+def test_translate_equals_the_translate_command(server, trained_run, run_here):
     lines = [*_lines(trained_run, 8), ""]
-    cli = run_seq2seq(
+    cli = run_here(
         "translate", "--ckpt", str(trained_run["ckpt"]), "--beam", "2", "--n-best", "2",
         stdin="".join(line + "\n" for line in lines),
     )  # fmt: skip
@@ -439,11 +439,11 @@ def export_server(trained_transformer, tmp_path_factory) -> Iterator[tuple[Serve
 
 @needs_serve_extra
 def test_an_export_is_served_as_the_translate_command_translates_with_it(
-    export_server, trained_run
+    export_server, trained_run, run_here
 ):
     server, exported = export_server
     lines = [*_lines(trained_run, 6), ""]
-    cli = run_seq2seq(
+    cli = run_here(
         "translate", "--ctranslate2", str(exported), "--beam", "2", "--n-best", "2",
         stdin="".join(line + "\n" for line in lines),
     )  # fmt: skip
