@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from tiny_run import run_seq2seq, tiny_config, write_config
 
-pytestmark = pytest.mark.slow  # fits in a child process
+pytestmark = pytest.mark.slow  # fits
 
 NOISE = [
     "GPU available",
@@ -37,15 +38,18 @@ def summary_pattern(monitor: str) -> re.Pattern[str]:
     )
 
 
-def quiet_fit(trained_run: dict, tmp_path: Path, *args: str) -> list[str]:
+def quiet_fit(
+    trained_run: dict, tmp_path: Path, *args: str, run: Callable = run_seq2seq
+) -> list[str]:
     """stderr lines of a one-epoch fit with Lightning's defaults (progress bar, model
-    summary); checks that none of them is noise."""
+    summary), in a child process unless ``run`` says otherwise; checks that none of them is
+    noise."""
     config = tiny_config(tmp_path, trained_run["corpus"])
     config["data"]["cache_dir"] = str(trained_run["root"] / "cache")
     config["trainer"]["max_epochs"] = 1
     for default in ("enable_progress_bar", "enable_model_summary"):
         del config["trainer"][default]
-    fit = run_seq2seq("fit", "--config", str(write_config(tmp_path / "c.yaml", config)), *args)
+    fit = run("fit", "--config", str(write_config(tmp_path / "c.yaml", config)), *args)
     assert fit.returncode == 0, fit.stderr[-3000:]
     printed = fit.stdout + fit.stderr
     assert [noise for noise in NOISE if noise in printed] == []
@@ -65,21 +69,22 @@ def test_fit_ends_with_one_line_naming_the_best_and_last_checkpoints(trained_run
 
 
 def test_the_summary_names_the_metric_a_recipe_chooses_its_best_checkpoint_on(
-    trained_run, tmp_path
+    trained_run, tmp_path, run_here
 ):
     """The lowercase recipe chooses on the literature's BLEU: the summary says so."""
     recipe = yaml.safe_load(LOWERCASE_RECIPE.read_text())
     monitor = recipe["checkpoint"]["monitor"]
     lines = quiet_fit(trained_run, tmp_path, "--checkpoint.monitor", monitor,
-                      "--checkpoint.filename", recipe["checkpoint"]["filename"])  # fmt: skip
+                      "--checkpoint.filename", recipe["checkpoint"]["filename"],
+                      run=run_here)  # fmt: skip
     [summary] = [line for line in lines if line.startswith("seq2seq: fit finished in ")]
     best = summary_pattern(monitor).fullmatch(summary)
     assert best is not None, summary
     assert Path(best.group(1)).is_file()
 
 
-def test_a_fit_stopped_before_its_first_validation_says_so(trained_run, tmp_path):
-    lines = quiet_fit(trained_run, tmp_path, "--trainer.max_steps", "3")
+def test_a_fit_stopped_before_its_first_validation_says_so(trained_run, tmp_path, run_here):
+    lines = quiet_fit(trained_run, tmp_path, "--trainer.max_steps", "3", run=run_here)
     last = tmp_path / "run/checkpoints/last.ckpt"
     assert any(
         line.endswith(f": no best checkpoint (no val_bleu logged), last checkpoint {last}")
