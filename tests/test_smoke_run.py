@@ -26,7 +26,8 @@ SHIPPED = {path.stem: [path] for path in SINGLE_FILES} | {
 
 def tiny_data(corpus: Path, cache: Path) -> list[str]:
     """Overrides that point a shipped config's data block at the tiny corpus (the WMT config
-    reads a Hub dataset with its own split names)."""
+    reads a Hub dataset with its own split names), in small batches: a step of the WMT
+    recipe's Transformer on all 400 pairs at once took eight seconds."""
     data = {
         "source": str(corpus),
         "src_lang": "en",
@@ -36,6 +37,7 @@ def tiny_data(corpus: Path, cache: Path) -> list[str]:
         "val_split": "val",
         "test_split": "test",
         "vocab_size": "400",
+        "max_tokens": "300",
         "spm_sample": "0",
         "num_workers": "0",
         "cache_dir": str(cache),
