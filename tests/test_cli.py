@@ -193,15 +193,15 @@ def test_missing_checkpoint_is_one_line_error(tmp_path):
     )
 
 
-def test_translate_of_empty_input_prints_nothing(trained_run):
-    result = run_seq2seq("translate", "--ckpt", str(trained_run["ckpt"]), stdin="")
+def test_translate_of_empty_input_prints_nothing(trained_run, run_here):
+    result = run_here("translate", "--ckpt", str(trained_run["ckpt"]), stdin="")
     assert result.returncode == 0
     assert result.stdout == ""
 
 
-def test_missing_checkpoint_is_an_error_even_with_empty_input(tmp_path):
+def test_missing_checkpoint_is_an_error_even_with_empty_input(tmp_path, run_here):
     """The checkpoint is checked before any input is read (it used to exit 0 here)."""
-    result = run_seq2seq("translate", "--ckpt", str(tmp_path / "nope.ckpt"), stdin="")
+    result = run_here("translate", "--ckpt", str(tmp_path / "nope.ckpt"), stdin="")
     assert result.returncode == 1
     assert result.stderr == f"seq2seq: error: checkpoint not found: {tmp_path / 'nope.ckpt'}\n"
 

@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from test_data import corpus
-from tiny_run import run_seq2seq
 
 from seq2seq.common.errors import DataError
 from seq2seq.training.data.datamodule import TranslationDataModule
@@ -78,8 +77,8 @@ def test_a_missing_language_is_named(wmt_like: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # builds Transformer base
-def test_the_shipped_config_parses() -> None:
-    printed = run_seq2seq("fit", "--config", str(CONFIG), "--print_config")
+def test_the_shipped_config_parses(run_here) -> None:
+    printed = run_here("fit", "--config", str(CONFIG), "--print_config")
     assert printed.returncode == 0, printed.stderr[-2000:]
     config = yaml.safe_load(printed.stdout)
     assert config["data"]["source"] == "wmt14" and config["data"]["hub_config"] == "de-en"
