@@ -133,8 +133,8 @@ def run_here(
         try:
             main(list(args))
             status = 0
-        except SystemExit as stop:
-            status = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
+        except SystemExit as stop:  # as the interpreter exits: None is 0, a message 1
+            status = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
         printed = capsys.readouterr()
         return subprocess.CompletedProcess(["seq2seq", *args], status, printed.out, printed.err)
 

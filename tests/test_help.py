@@ -7,6 +7,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import subprocess
 from importlib.metadata import version
 
 import jsonargparse
@@ -16,7 +17,6 @@ from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
 import seq2seq
 from seq2seq.attention import Attention
 from seq2seq.commands.fit import Seq2SeqCLI
-from seq2seq.commands.main import main
 from seq2seq.commands.options import COMMANDS
 from seq2seq.model import EncoderDecoder
 from seq2seq.text.demo_corpus import write_corpus
@@ -24,12 +24,9 @@ from seq2seq.text.demo_corpus import write_corpus
 EVERY_COMMAND = {"fit", "validate", "test", *COMMANDS}
 
 
-def run_main(args: list[str], capsys) -> tuple[int, str, str]:
-    """main(args) in this process: (exit status, stdout, stderr)."""
-    with pytest.raises(SystemExit) as stop:
-        main(args)
-    captured = capsys.readouterr()
-    return stop.value.code, captured.out, captured.err
+def outcome(result: subprocess.CompletedProcess) -> tuple[int, str, str]:
+    """A command's (exit status, stdout, stderr)."""
+    return result.returncode, result.stdout, result.stderr
 
 
 def listed_commands(help_text: str) -> dict[str, str]:
@@ -97,24 +94,24 @@ def fit_help() -> str:
     return result.stdout
 
 
-def test_help_lists_every_command_on_one_line_each(capsys, monkeypatch):
+def test_help_lists_every_command_on_one_line_each(run_here, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    status, out, _ = run_main(["--help"], capsys)
+    status, out, _ = outcome(run_here("--help"))
     assert status == 0
     listed = listed_commands(out)
     assert set(listed) == EVERY_COMMAND
     assert all(summary.strip() for summary in listed.values())
 
 
-def test_seq2seq_alone_shows_the_commands_and_fails(capsys, monkeypatch):
+def test_seq2seq_alone_shows_the_commands_and_fails(run_here, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
-    status, out, _ = run_main([], capsys)
+    status, out, _ = outcome(run_here())
     assert status == 2
     assert set(listed_commands(out)) == EVERY_COMMAND
 
 
-def test_an_unknown_command_is_one_line_naming_every_command(capsys):
-    status, out, err = run_main(["frobnicate"], capsys)
+def test_an_unknown_command_is_one_line_naming_every_command(run_here):
+    status, out, err = outcome(run_here("frobnicate"))
     assert status == 2
     assert out == ""
     [line] = err.splitlines()
@@ -122,19 +119,19 @@ def test_an_unknown_command_is_one_line_naming_every_command(capsys):
     assert all(command in line for command in EVERY_COMMAND)
 
 
-def test_version_is_the_installed_package_version(capsys):
-    status, out, _ = run_main(["--version"], capsys)
+def test_version_is_the_installed_package_version(run_here):
+    status, out, _ = outcome(run_here("--version"))
     assert status == 0
     assert out.strip() == f"seq2seq {version('seq2seq')}"
 
 
-def test_predict_is_not_offered(tmp_path, capsys):
+def test_predict_is_not_offered(tmp_path, run_here):
     """The task has no predict step (Lightning's predict crashed): `translate` is how a
     checkpoint translates."""
     assert "predict" not in Seq2SeqCLI.subcommands()
     write_corpus(tmp_path / "corpus", seed=3, sizes=SIZES)
     config = write_config(tmp_path / "c.yaml", tiny_config(tmp_path, tmp_path / "corpus"))
-    status, _, err = run_main(["predict", "--config", str(config)], capsys)
+    status, _, err = outcome(run_here("predict", "--config", str(config)))
     assert status == 2
     [line] = err.splitlines()
     assert line.startswith("seq2seq: error: ") and "'predict'" in line

@@ -301,16 +301,9 @@ def held_by(folder: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted(folder.glob("*.ckpt"))}
 
 
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """main(args) in this process, which exits: (exit status, stderr)."""
-    with pytest.raises(SystemExit) as stopped:
-        main(args)
-    return stopped.value.code, capsys.readouterr().err
-
-
 @pytest.mark.parametrize("resuming", ["nothing", "another run's checkpoint"])
 def test_a_new_fit_into_a_folder_holding_a_run_is_refused_before_any_work(
-    corpus, one_run, tmp_path, capsys, resuming
+    corpus, one_run, tmp_path, run_here, resuming
 ):
     config = shipped_copy(tmp_path, corpus)
     folder = shutil.copytree(one_run, tmp_path / "run") / "checkpoints"
@@ -322,7 +315,8 @@ def test_a_new_fit_into_a_folder_holding_a_run_is_refused_before_any_work(
     args = ["fit", "--config", str(config), "--data.cache_dir", str(unused_cache)]
     if resuming != "nothing":  # the same step as the folder's own: only the folder tells
         args += ["--ckpt_path", str(one_run / "checkpoints/last.ckpt")]
-    status, err = run_main(args, capsys)
+    refused = run_here(*args)
+    status, err = refused.returncode, refused.stderr
     assert status == 2
     [line] = err.splitlines()
     assert line.startswith(
