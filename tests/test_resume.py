@@ -162,7 +162,7 @@ def stop(kind: str, config: Path, steps_per_epoch: int) -> None:
 
 @pytest.mark.parametrize("kind", ["max_steps", "max_time", "sigint", "sigterm", "sigkill"])
 def test_a_stopped_run_resumes_to_the_uninterrupted_weights(
-    corpus, straight, tmp_path, capsys, kind
+    corpus, straight, tmp_path, run_here, kind
 ):
     total = int(straight["global_step"])
     config = shipped_copy(tmp_path, corpus)
@@ -173,9 +173,10 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights(
     if kind != "sigkill":  # a stop that can write last.ckpt writes it at the step it stopped
         assert stopped_at % (total // EPOCHS), "the stop is not mid-epoch"
     with_callback(config)  # no pause, no sleep
-    capsys.readouterr()
-    fit_here(config, "--ckpt_path", "last", "--trainer.max_time", "null")
-    err = capsys.readouterr().err
+    resumed = run_here("fit", "--config", str(config), "--ckpt_path", "last",
+                       "--trainer.max_time", "null")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    err = resumed.stderr
     assert f"resuming from {tmp_path / 'run/checkpoints/last.ckpt'} at step {stopped_at}" in err
     resumed = last(tmp_path)
     assert resumed["global_step"] == total
@@ -213,15 +214,15 @@ def test_a_signal_stop_names_last_ckpt_when_the_recipe_keeps_recent_epochs(
     assert (tmp_path / "run/checkpoints/recent-epoch00.ckpt").is_file()
 
 
-def test_resume_finds_the_newest_last_checkpoint_of_the_root(corpus, tmp_path, capsys):
+def test_resume_finds_the_newest_last_checkpoint_of_the_root(corpus, tmp_path, run_here):
     config = shipped_copy(tmp_path, corpus)
     fit_here(config, "--trainer.max_epochs", "1")
     # the layout of older versions: checkpoints inside the log version folder
     old = tmp_path / "run/logs/version_0/checkpoints"
     (tmp_path / "run/checkpoints").rename(old)
-    capsys.readouterr()
-    fit_here(config, "--ckpt_path", "last")
-    assert f"resuming from {old / 'last.ckpt'} at step " in capsys.readouterr().err
+    again = run_here("fit", "--config", str(config), "--ckpt_path", "last")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming from {old / 'last.ckpt'} at step " in again.stderr
     assert int(last(tmp_path)["epoch"]) == EPOCHS - 1  # continued into the stable folder
 
 

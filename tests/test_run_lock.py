@@ -16,7 +16,6 @@ import yaml
 from cli_errors import cli_error
 from tiny_run import tiny_config, write_config
 
-from seq2seq.commands.main import main
 from seq2seq.training.run_lock import FolderLock, RunLockedError, claim_version
 
 pytestmark = pytest.mark.slow  # fits in several processes
@@ -51,20 +50,20 @@ def test_a_second_run_in_a_running_runs_folder_is_refused_in_one_line(
     assert not (tmp_path / "run/logs").exists()  # refused before making any log folder
 
 
-def test_the_lock_of_a_killed_run_is_taken_over_with_a_message(trained_run, tmp_path, capsys):
+def test_the_lock_of_a_killed_run_is_taken_over_with_a_message(trained_run, tmp_path, run_here):
     config = shipped_layout_config(tmp_path, trained_run["corpus"])
     folder = tmp_path / "run/checkpoints"
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE)
     holder.stdout.readline()
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
-    capsys.readouterr()
-    main(["fit", "--config", str(config)])
-    assert f"taking over the lock on {folder} from pid {holder.pid} on " in capsys.readouterr().err
+    first = run_here("fit", "--config", str(config))
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert f"taking over the lock on {folder} from pid {holder.pid} on " in first.stderr
     assert (folder / "last.ckpt").is_file()
     # a run that ended normally leaves no holder behind: the next one takes over silently
-    main(["fit", "--config", str(config), "--ckpt_path", "last"])
-    assert "taking over" not in capsys.readouterr().err
+    again = run_here("fit", "--config", str(config), "--ckpt_path", "last")
+    assert again.returncode == 0 and "taking over" not in again.stderr
 
 
 def test_a_lock_is_refused_while_held_and_free_after_release(tmp_path):
