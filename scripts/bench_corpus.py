@@ -149,7 +149,7 @@ class FirstStepProbe(Callback):
         if step == self.warmup:
             self.since = time.perf_counter()
         elif self.since is not None and step > self.warmup:
-            self.tokens += int(batch.tgt_lens.sum())
+            self.tokens += batch.target_tokens
             seconds = time.perf_counter() - self.since
             self.record.update(
                 tokens=self.tokens, seconds=seconds, measured_steps=step - self.warmup

@@ -66,7 +66,13 @@ def memory_child(name: str, length: int, batch_size: int) -> None:
     ids = torch.randint(3, 8000, (batch_size, length))
     lens = torch.full((batch_size,), length)
     batch = Batch(
-        src=ids, src_lens=lens, ids=torch.arange(batch_size), tgt_in=ids, tgt_out=ids, tgt_lens=lens
+        src=ids,
+        src_lens=lens,
+        ids=torch.arange(batch_size),
+        tgt_in=ids,
+        tgt_out=ids,
+        tgt_lens=lens,
+        target_tokens=batch_size * length,
     )
     before = memory_mb("VmRSS") / 1024
     train_step(model, ours_loss, optimizer, batch, True)

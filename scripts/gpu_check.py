@@ -173,7 +173,7 @@ def measure_training(
     with HostSyncs(device) as syncs:
         run(batches[warm + timed :])
     synchronize(device)
-    tokens = sum(int(b.tgt_lens.sum()) for b in chosen)  # host tensors: no sync
+    tokens = sum(b.target_tokens for b in chosen)
     positions = sum(b.tgt_in.numel() for b in chosen)
     flops = 3 * sum(
         forward_flops(settings, spec.tgt_size, b.src_lens.numpy(), b.tgt_lens.numpy())

@@ -5,7 +5,6 @@ as the toolkit trains."""
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import random
 import resource
@@ -21,6 +20,7 @@ import torch
 import yaml
 from benchkit import REPO, logged_metrics, save_json
 from pytorch_lightning import Callback, LightningModule, Trainer
+from pytorch_lightning.utilities import move_data_to_device
 from torch.utils import benchmark
 
 from seq2seq.inference.batching import Batch, TokenBucketBatchSampler, collate
@@ -213,9 +213,7 @@ def write_split(folder: Path, split: str, pairs: Sequence[tuple[str, str]]) -> N
 
 # -- training steps ------------------------------------------------------------------------
 def to_device(batch: Batch, device: torch.device) -> Batch:
-    fields = dataclasses.fields(batch)
-    moved = {f.name: getattr(batch, f.name).to(device, non_blocking=True) for f in fields}
-    return dataclasses.replace(batch, **moved)
+    return move_data_to_device(batch, device)
 
 
 def train_steps(

@@ -163,6 +163,7 @@ def test_lightning_moves_and_maps_batches() -> None:
     batch = collate([{"id": 0, "src_ids": [5, 6], "tgt_ids": [7]}], PAD, BOS, EOS)
     moved = move_data_to_device(batch, torch.device("cpu"))
     assert isinstance(moved, Batch) and torch.equal(moved.tgt_out, batch.tgt_out)
+    assert moved.target_tokens == batch.target_tokens == 2  # counted on the host: 7, EOS
     halved = apply_to_collection(batch, Tensor, lambda t: t.to(torch.int32))
     assert isinstance(halved, Batch)
     assert all(getattr(halved, f).dtype == torch.int32 for f in ("src", "ids", "tgt_lens"))
@@ -177,7 +178,7 @@ def test_a_pinned_batch_is_the_same_batch_in_page_locked_memory(monkeypatch) -> 
     monkeypatch.setattr(Tensor, "pin_memory", lambda t: pinned.append(t) or t.clone())
     batch = collate([{"id": 0, "src_ids": [5, 6], "tgt_ids": [7]}], PAD, BOS, EOS)
     out = batch.pin_memory()
-    assert isinstance(out, Batch) and len(pinned) == 6
+    assert isinstance(out, Batch) and len(pinned) == 6 and out.target_tokens == 2
     for name in ("src", "src_lens", "ids", "tgt_in", "tgt_out", "tgt_lens"):
         assert torch.equal(getattr(out, name), getattr(batch, name))
         assert getattr(out, name) is not getattr(batch, name)

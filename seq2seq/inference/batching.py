@@ -38,9 +38,11 @@ class SourceBatch:
     def pin_memory(self: BatchT) -> BatchT:
         """The batch in page-locked memory (a DataLoader with ``pin_memory`` calls this), from
         which a non-blocking copy to a GPU runs while the host goes on."""
-        fields = dataclasses.fields(self)
+        tensors = [
+            f.name for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), Tensor)
+        ]
         return dataclasses.replace(
-            self, **{f.name: getattr(self, f.name).pin_memory() for f in fields}
+            self, **{name: getattr(self, name).pin_memory() for name in tensors}
         )
 
 
@@ -49,12 +51,15 @@ class Batch(SourceBatch):
     """Sentence pairs, for training and scoring.
 
     tgt_in: [B, T] BOS + target ids; tgt_out: [B, T] target ids + EOS (both padded with
-    pad_id); tgt_lens: [B] valid lengths, the number of target ids + 1.
+    pad_id); tgt_lens: [B] valid lengths, the number of target ids + 1; target_tokens:
+    their sum, counted on the host when the batch is made, so that a training step on a GPU
+    need not wait for the GPU to read it back.
     """
 
     tgt_in: Tensor
     tgt_out: Tensor
     tgt_lens: Tensor
+    target_tokens: int
 
 
 def pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[Tensor, Tensor]:
@@ -70,7 +75,8 @@ def collate(examples: Sequence[Mapping[str, Any]], pad_id: int, bos_id: int, eos
     tgt_in, tgt_lens = pad([[bos_id, *ex["tgt_ids"]] for ex in examples], pad_id)
     tgt_out, _ = pad([[*ex["tgt_ids"], eos_id] for ex in examples], pad_id)
     ids = torch.tensor([ex["id"] for ex in examples], dtype=torch.long)
-    return Batch(src, src_lens, ids, tgt_in=tgt_in, tgt_out=tgt_out, tgt_lens=tgt_lens)
+    target_tokens = sum(len(ex["tgt_ids"]) + 1 for ex in examples)  # EOS included
+    return Batch(src, src_lens, ids, tgt_in, tgt_out, tgt_lens, target_tokens)
 
 
 def source_batches(

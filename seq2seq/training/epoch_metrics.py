@@ -9,20 +9,34 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torchmetrics import MeanMetric, Metric
+from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
 
-class Perplexity(MeanMetric):
+class Perplexity(Metric):
     """exp of the token-weighted mean NLL per token (without label smoothing), at most e^50.
 
     Logged as a metric object, so Lightning computes it at the end of an epoch together
     with the other logged values, and torchmetrics syncs its sums across processes
     there: every process runs that collective at the same point, whatever the callbacks.
+    An update only adds on the device (torchmetrics' MeanMetric would read each value back
+    to look for NaNs, a wait for the GPU at every step); a NaN shows in the perplexity.
     """
 
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("weighted_nll", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("weight", default=torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self, nll_per_token: Tensor, weight: int) -> None:
+        """nll_per_token: [] a batch's mean NLL per target token; weight: its target tokens."""
+        self.weighted_nll += nll_per_token.float() * weight
+        self.weight += weight
+
     def compute(self) -> Tensor:
-        return torch.exp(torch.clamp(super().compute(), max=50.0))
+        return torch.exp(torch.clamp(self.weighted_nll / self.weight, max=50.0))
 
 
 class SplitTranslations(Metric):

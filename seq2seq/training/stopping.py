@@ -121,9 +121,12 @@ class GracefulStop(Callback):
     ) -> None:
         if (batch_idx + 1) % trainer.accumulate_grad_batches:
             return  # only after an optimiser step: a resume cannot rebuild half an accumulation
-        # One collective on every process at every step: the stop is agreed by all of them.
-        wanted = torch.tensor(self.requested, device=trainer.strategy.root_device)
-        stopped_by = int(trainer.strategy.reduce(wanted, reduce_op="max"))
+        stopped_by = self.requested
+        if trainer.world_size > 1:
+            # One collective on every process at every step: the stop is agreed by all of
+            # them. (Alone, a process need not wait for its GPU to read the answer back.)
+            wanted = torch.tensor(self.requested, device=trainer.strategy.root_device)
+            stopped_by = int(trainer.strategy.reduce(wanted, reduce_op="max"))
         if stopped_by:
             self.stopped_by = stopped_by
             trainer.should_stop = True

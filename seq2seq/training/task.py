@@ -50,7 +50,7 @@ def batch_sentences(batch: Batch) -> int:
 
 def batch_target_tokens(batch: Batch) -> int:
     """Real (unpadded) target tokens in a batch, EOS included: what tokens/s counts."""
-    return int(batch.tgt_lens.sum())
+    return batch.target_tokens
 
 
 class TranslationTask(pl.LightningModule):
@@ -141,10 +141,10 @@ class TranslationTask(pl.LightningModule):
     def _loss(self, batch: Batch) -> tuple[Tensor, Tensor, int]:
         """(label-smoothed loss per token, summed NLL, target tokens) of a batch."""
         logits, _ = self.model(batch.src, batch.src_lens, batch.tgt_in, need_weights=False)
-        loss, nll, n_tokens = label_smoothed_nll(
+        loss, nll, _ = label_smoothed_nll(
             logits, batch.tgt_out, batch.tgt_lens, self.label_smoothing
         )
-        n = int(n_tokens)
+        n = batch.target_tokens
         return loss / n, nll, n
 
     def _rdrop_loss(self, batch: Batch) -> tuple[Tensor, Tensor, int, Tensor]:
@@ -172,11 +172,11 @@ class TranslationTask(pl.LightningModule):
         logits, _ = self.model(
             twice(batch.src), twice(batch.src_lens), twice(batch.tgt_in), need_weights=False
         )  # [2B, T, V]
-        both, nll, n_tokens = label_smoothed_nll(
+        both, nll, _ = label_smoothed_nll(
             logits, twice(batch.tgt_out), twice(batch.tgt_lens), self.label_smoothing
         )
         kl = symmetric_kl(logits[:B], logits[B:], batch.tgt_lens)
-        n = int(n_tokens) // 2
+        n = batch.target_tokens
         return (both / 2 + self.rdrop_alpha * kl) / n, nll / 2, n, kl.detach() / n
 
     def _training_loss(self, batch: Batch) -> tuple[Tensor, Tensor, int, Tensor | None]:

@@ -1,0 +1,100 @@
+"""A training batch reads nothing back from its device but the non-finite-loss check.
+
+On a GPU, every value read back to the host (``.item()``, ``int(t)``, ``bool(t)``, ...)
+makes the host wait until the GPU has run everything queued before it, so the host cannot
+queue the next kernels while the GPU works. This machine has no GPU, but the reads are the
+same calls on a CPU: a TorchFunctionMode sees each of them, and the one whose innermost
+frame in seq2seq's own training code or model led to it names the place. The reads that
+Lightning makes on its own (a logger's values every ``log_every_n_steps``, the optimiser's
+step counters, which live on the host) are not the toolkit's and are left out.
+
+The Transformer is checked, the family the GPU recipes train. The RNN encoder packs its
+sequences for cuDNN, and packing takes the lengths on the host: one copy of ``src_lens``
+per batch (``rnn.py``), then reads of that host copy, which a CPU cannot tell apart from
+reads of a device.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+from tiny_run import tiny_config, write_config
+from torch.overrides import TorchFunctionMode
+
+from seq2seq.commands.main import main
+
+READS = {"item", "tolist", "numpy", "cpu", "nonzero", "__bool__", "__int__", "__float__"}
+PACKAGE = Path(__file__).resolve().parents[1] / "seq2seq"
+ENTRY_POINT = PACKAGE / "commands"  # on every stack: the `seq2seq fit` that runs Lightning
+
+
+def reading_site() -> str | None:
+    """``training/task.py:training_step`` for the innermost frame of seq2seq below the entry
+    point on the current stack, None where there is none (a read of Lightning's own)."""
+    for frame in reversed(traceback.extract_stack()):
+        path = Path(frame.filename)
+        if path.is_relative_to(PACKAGE) and not path.is_relative_to(ENTRY_POINT):
+            return f"{path.relative_to(PACKAGE)}:{frame.name}"
+    return None
+
+
+class HostReads(TorchFunctionMode):
+    """Counts the operations on tensors that read a value back to the host, by site."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sites: Counter[str] = Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        if getattr(func, "__name__", "") in READS and (site := reading_site()):
+            self.sites[f"{func.__name__} at {site}"] += 1
+        return func(*args, **(kwargs or {}))
+
+
+class HostReadAudit(pl.Callback):
+    """Counts the reads from the start of training batch ``skip`` to the start of batch
+    ``skip + batches`` (the step, the optimiser and every callback in between) and writes
+    them to ``out`` as JSON."""
+
+    def __init__(self, out: str, skip: int = 2, batches: int = 4) -> None:
+        self.out, self.skip, self.batches = Path(out), skip, batches
+        self.seen = 0
+        self.reads: HostReads | None = None
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, index: int) -> None:
+        if self.seen == self.skip:
+            self.reads = HostReads().__enter__()
+        elif self.seen == self.skip + self.batches and self.reads is not None:
+            self.reads.__exit__(None, None, None)
+            self.out.write_text(json.dumps(dict(self.reads.sites)))
+            self.reads = None
+        self.seen += 1
+
+
+TRANSFORMER = {
+    "class_path": "seq2seq.transformer.Transformer",
+    "init_args": {"model_size": 16, "num_heads": 2, "ff_size": 32, "dropout": 0.1},
+}
+
+
+def test_a_training_batch_reads_back_only_whether_its_loss_is_finite(
+    tmp_path: Path, trained_run: dict
+) -> None:
+    out = tmp_path / "reads.json"
+    config = tiny_config(tmp_path, trained_run["corpus"])
+    config["data"]["cache_dir"] = str(trained_run["root"] / "cache")
+    config["model"]["model"] = TRANSFORMER
+    config["trainer"].update(max_epochs=None, max_steps=8, log_every_n_steps=50)
+    config["trainer"]["callbacks"] = [
+        {"class_path": f"{__name__}.HostReadAudit", "init_args": {"out": str(out)}}
+    ]
+    main(["fit", "--config", str(write_config(tmp_path / "fit.yaml", config))])
+
+    # one per batch: the policy for a non-finite loss (stop, or skip the optimiser step)
+    # must know before the backward pass whether the loss is finite
+    assert json.loads(out.read_text()) == {"__bool__ at training/task.py:training_step": 4}
