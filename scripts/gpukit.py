@@ -212,10 +212,6 @@ def write_split(folder: Path, split: str, pairs: Sequence[tuple[str, str]]) -> N
 
 
 # -- training steps ------------------------------------------------------------------------
-def to_device(batch: Batch, device: torch.device) -> Batch:
-    return move_data_to_device(batch, device)
-
-
 def train_steps(
     model: Transformer,
     optimizer: torch.optim.Optimizer,
@@ -229,7 +225,7 @@ def train_steps(
     outside it, AdamW."""
     bf16 = compute_dtype(device) == torch.bfloat16
     for batch in batches:
-        b = to_device(batch, device)
+        b = move_data_to_device(batch, device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             logits, _ = model(b.src, b.src_lens, b.tgt_in, need_weights=False)
             loss, _, n_tokens = label_smoothed_nll(logits, b.tgt_out, b.tgt_lens, smoothing)
