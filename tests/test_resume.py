@@ -173,10 +173,10 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights(
     if kind != "sigkill":  # a stop that can write last.ckpt writes it at the step it stopped
         assert stopped_at % (total // EPOCHS), "the stop is not mid-epoch"
     with_callback(config)  # no pause, no sleep
-    resumed = run_here("fit", "--config", str(config), "--ckpt_path", "last",
-                       "--trainer.max_time", "null")  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    err = resumed.stderr
+    run = run_here("fit", "--config", str(config), "--ckpt_path", "last",
+                   "--trainer.max_time", "null")  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    err = run.stderr
     assert f"resuming from {tmp_path / 'run/checkpoints/last.ckpt'} at step {stopped_at}" in err
     resumed = last(tmp_path)
     assert resumed["global_step"] == total
