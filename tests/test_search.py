@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from host_reads import HostReads
 
 from seq2seq.inference.search import (
     BLOCK,
@@ -270,3 +271,31 @@ def test_best_continuations_are_the_top_k_of_every_sum(vocab, beams, device):
     assert torch.equal(values, expected.values)
     finite = values.isfinite()
     assert torch.equal(ids[finite], expected.indices[finite])
+
+
+@pytest.mark.parametrize("beam_size", [1, 5])
+def test_a_search_step_waits_for_the_device_at_most_twice(beam_size):
+    """On a GPU each value read back makes the host wait for the device: a step of the
+    search reads which rows ended (``nonzero``) and, when some did, their rows, scores and
+    tokens in one read; per batch, two more: the length limits and the source lengths.
+    (The shared-source trick reads once per reordering of the state: its own tests.)"""
+    model = small_transformer()
+    src = torch.randint(4, VOCAB.src_size, (16, 9))
+    src_lens = torch.randint(1, 10, (16,))
+    steps = 0
+    step = model.step
+
+    def counted_step(*args, **kwargs):
+        nonlocal steps
+        steps += 1
+        return step(*args, **kwargs)
+
+    model.step = counted_step
+    with HostReads() as reads:
+        translate_batch(model, src, src_lens, SearchSettings(beam_size=beam_size))
+    search = "_greedy" if beam_size == 1 else "_beam"
+    in_search = {site: n for site, n in reads.sites.items() if "inference/search.py" in site}
+    assert in_search.pop(f"nonzero at inference/search.py:{search}") == steps
+    assert in_search.pop(f"tolist at inference/search.py:{search}") == 2
+    assert 0 < in_search.pop("tolist at inference/search.py:_read_rows") <= steps
+    assert not in_search

@@ -1,10 +1,5 @@
-"""A training batch reads nothing back from its device but the non-finite-loss check.
-
-On a GPU, every value read back to the host (``.item()``, ``int(t)``, ``bool(t)``, ...)
-makes the host wait until the GPU has run everything queued before it, so the host cannot
-queue the next kernels while the GPU works. This machine has no GPU, but the reads are the
-same calls on a CPU: a TorchFunctionMode sees each of them, and the one whose innermost
-frame in seq2seq's own training code or model led to it names the place. The reads that
+"""A training batch reads nothing back from its device but the non-finite-loss check
+(each read makes a GPU's host wait: ``host_reads.py`` counts them on a CPU). The reads that
 Lightning makes on its own (a logger's values every ``log_every_n_steps``, the optimiser's
 step counters, which live on the host) are not the toolkit's and are left out.
 
@@ -17,43 +12,14 @@ reads of a device.
 from __future__ import annotations
 
 import json
-import traceback
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+from host_reads import HostReads
 from tiny_run import tiny_config, write_config
-from torch.overrides import TorchFunctionMode
 
 from seq2seq.commands.main import main
-
-READS = {"item", "tolist", "numpy", "cpu", "nonzero", "__bool__", "__int__", "__float__"}
-PACKAGE = Path(__file__).resolve().parents[1] / "seq2seq"
-ENTRY_POINT = PACKAGE / "commands"  # on every stack: the `seq2seq fit` that runs Lightning
-
-
-def reading_site() -> str | None:
-    """``training/task.py:training_step`` for the innermost frame of seq2seq below the entry
-    point on the current stack, None where there is none (a read of Lightning's own)."""
-    for frame in reversed(traceback.extract_stack()):
-        path = Path(frame.filename)
-        if path.is_relative_to(PACKAGE) and not path.is_relative_to(ENTRY_POINT):
-            return f"{path.relative_to(PACKAGE)}:{frame.name}"
-    return None
-
-
-class HostReads(TorchFunctionMode):
-    """Counts the operations on tensors that read a value back to the host, by site."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sites: Counter[str] = Counter()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        if getattr(func, "__name__", "") in READS and (site := reading_site()):
-            self.sites[f"{func.__name__} at {site}"] += 1
-        return func(*args, **(kwargs or {}))
 
 
 class HostReadAudit(pl.Callback):

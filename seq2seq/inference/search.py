@@ -8,7 +8,8 @@ S source length, A sentences still active.
 On a GPU the search waits for the device once per step: the bookkeeping (which sentence
 each row is, length limits, finished hypotheses) lives on the host, and a step reads back
 only which rows ended (a GPU step's one host synchronisation), then, when some did, their
-tokens and scores in one read each.
+rows, scores and tokens in one read. The rows that go on are sent to the device from
+pinned memory, which the host does not wait for.
 """
 
 from __future__ import annotations
@@ -126,6 +127,23 @@ def translate_batch(
     return _beam(model, state, src_lens, max_lens, K, alpha, n_best, return_attention)
 
 
+def _to_device(values: list[int] | list[bool], dtype: torch.dtype, device: torch.device) -> Tensor:
+    """``values`` [len(values)] on ``device``; a CUDA copy goes from pinned memory, so the host
+    queues it and goes on instead of waiting for the device to finish its queue."""
+    host = torch.tensor(values, dtype=dtype)
+    if device.type == "cuda":
+        return host.pin_memory().to(device, non_blocking=True)
+    return host.to(device)
+
+
+def _read_rows(*columns: Tensor) -> list[list[float]]:
+    """The rows of the [E] or [E, n] ``columns`` side by side, read to the host at once (a
+    device's one wait instead of one per column). float64 holds token ids, row numbers and
+    float32 scores exactly."""
+    joined = [(c.unsqueeze(1) if c.dim() == 1 else c).double() for c in columns]
+    return torch.cat(joined, dim=1).tolist()
+
+
 def _force_eos(logprobs: Tensor, at_limit: list[bool], beams: int, eos_id: int) -> Tensor:
     """Only EOS (at its own log-probability) remains possible in the rows of [N, V] whose
     sentence is ``at_limit`` (one flag per sentence, each with ``beams`` consecutive rows).
@@ -134,7 +152,7 @@ def _force_eos(logprobs: Tensor, at_limit: list[bool], beams: int, eos_id: int) 
     touch nothing (a masked copy of [N, V] was a tenth of beam search's time).
     """
     if any(at_limit):
-        rows = torch.tensor(at_limit, device=logprobs.device).repeat_interleave(beams)
+        rows = _to_device(at_limit, torch.bool, logprobs.device).repeat_interleave(beams)
         eos_logprobs = logprobs[rows, eos_id]
         logprobs[rows] = float("-inf")
         logprobs[rows, eos_id] = eos_logprobs
@@ -201,20 +219,21 @@ def _greedy(
         if trail is not None:
             trail.add(attn, parents)
         done = (prev == eos).nonzero().flatten()  # the step's one wait for the device
-        ended = done.tolist()
-        if ended:
-            ended_tokens, ended_logprobs = tokens[done].tolist(), logprob[done].tolist()
-            for row, row_tokens, total in zip(ended, ended_tokens, ended_logprobs, strict=True):
-                i = active[row]
-                results[i] = Hypothesis(row_tokens, total / length_penalty(t + 1, alpha), total)
+        ended = []
+        if done.numel():
+            for row, total, *row_tokens in _read_rows(done, logprob[done], tokens[done]):
+                ended.append(int(row))
+                i = active[int(row)]
+                tokens_i = [int(token) for token in row_tokens]
+                results[i] = Hypothesis(tokens_i, total / length_penalty(t + 1, alpha), total)
                 if trail is not None:
-                    trail.end(row, results[i], lengths[i])
+                    trail.end(int(row), results[i], lengths[i])
         tokens = torch.cat([tokens, prev.unsqueeze(1)], dim=1)
         parents = None
         if ended:
             gone = set(ended)
             kept = [row for row in range(len(active)) if row not in gone]
-            keep = torch.tensor(kept, dtype=torch.long, device=device)
+            keep = _to_device(kept, torch.long, device)
             active = [active[row] for row in kept]
             prev, tokens, logprob = prev[keep], tokens[keep], logprob[keep]
             state = state.select(keep)
@@ -268,17 +287,17 @@ def _beam(
         if ends.numel():
             a_of, c_of = ends.unbind(1)
             end_rows = rows[a_of, c_of]  # [E]
-            # per hypothesis: its sentence's row a, its row, its tokens; in one read
-            ids = torch.cat([ends[:, :1], end_rows.unsqueeze(1), tokens[end_rows]], dim=1)
-            totals = cand_scores[a_of, c_of].tolist()
-            for (a, row, *row_tokens), total in zip(ids.tolist(), totals, strict=True):
-                hypothesis = Hypothesis(row_tokens, score=total / penalty, logprob=total)
-                finished[active[a]].append(hypothesis)
+            # per hypothesis: its sentence's row a, its row, its score, its tokens
+            ended = _read_rows(a_of, end_rows, cand_scores[a_of, c_of], tokens[end_rows])
+            for a, row, total, *row_tokens in ended:
+                tokens_i = [int(token) for token in row_tokens]
+                hypothesis = Hypothesis(tokens_i, score=total / penalty, logprob=total)
+                finished[active[int(a)]].append(hypothesis)
                 if trail is not None:
-                    trail.end(row, hypothesis, lengths[active[a]])
+                    trail.end(int(row), hypothesis, lengths[active[int(a)]])
         # Sentences with K finished hypotheses or at their length limit leave the batch.
         kept = [a for a in range(A) if len(finished[active[a]]) < K and not at_limit[a]]
-        keep = torch.tensor(kept, dtype=torch.long, device=device)  # [A']
+        keep = _to_device(kept, torch.long, device)  # [A']
         # The others continue with their K best candidates that are not EOS (each beam gives
         # at most one EOS, so C - beams are not): one selection of the state's rows per
         # step, for reordering and dropping alike.
