@@ -92,6 +92,7 @@ from seq2seq.model import VocabSpec
 from seq2seq.text.demo_corpus import generate_pairs
 from seq2seq.text.metrics import score_corpus
 from seq2seq.text.tokenizer import VocabSettings, Vocabulary
+from seq2seq.training.task import adamw
 from seq2seq.transformer import Transformer
 
 WMT_RECIPE = REPO / "configs/wmt14/en-de/transformer-base.yaml"
@@ -126,7 +127,7 @@ class Plan:
 
 FULL = Plan(
     tests=MODEL_TESTS, test_workers=8, matmul_size=8192, matmul_seconds=1.0,
-    pairs=200_000, vocab=32_000, max_tokens=(4096, 16384, 32768), steps=(10, 40, 4),
+    pairs=200_000, vocab=32_000, max_tokens=(4096, 16384, 32768, 65536), steps=(10, 40, 4),
     model={},
     base_pairs=2000, decode_pairs=(40_000, 1000), decode_steps=600, decode_rounds=3,
     fit_pairs=20_000, fit_steps=(150, 200, 50), fit_audit=(20, 20), fit_overrides={},
@@ -156,7 +157,7 @@ def measure_training(
     torch.manual_seed(1)
     recipe = yaml.safe_load(WMT_RECIPE.read_text())["model"]
     model = Transformer(spec, **settings).to(device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], betas=recipe["betas"])
+    optimizer = adamw(model.parameters(), device, recipe["lr"], tuple(recipe["betas"]))
 
     def run(chosen: Sequence[Batch]) -> None:
         train_steps(model, optimizer, chosen, device, recipe["label_smoothing"])
@@ -313,7 +314,7 @@ def decoding_section(device: torch.device, plan: Plan, work: Path) -> dict[str, 
     training = batches(src_ids.__getitem__, tgt_ids.__getitem__, lengths, spec, 8192)
     torch.manual_seed(1)
     model = Transformer(spec, **settings).to(device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98))
+    optimizer = adamw(model.parameters(), device, 1e-3, (0.9, 0.98))
     warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 100))
     steps = [training[i % len(training)] for i in range(plan.decode_steps)]
     started = time.perf_counter()
