@@ -103,8 +103,11 @@ def test_the_check_runs_end_to_end_on_a_cpu(tmp_path: Path) -> None:
     for search in ("beam5_compared", "greedy_compared"):  # the CPU against itself
         assert decoding[search]["identical"] == decoding[search]["sentences"] > 0
     assert decoding["device_beam5_sentences_per_s"] > 0
+    assert decoding["device_beam5_source_per_beam_sentences_per_s"] > 0
+    assert decoding["profile"]["top"]
     fit = sections["fit"]
     assert [fit["first"]["step"], fit["resumed"]["step"]] == fit["steps_expected"]
     assert f"at step {fit['steps_expected'][0]}" in fit["resumed"]["resuming"]
     assert "seq2seq GPU check on" in done.stdout
-    assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check_profile.txt"]
+    written = ["gpu_check.json", "gpu_check_decode.txt", "gpu_check_profile.txt"]
+    assert sorted(p.name for p in out.iterdir()) == written
