@@ -161,7 +161,9 @@ def measure_training(
     torch.manual_seed(1)
     recipe = yaml.safe_load(WMT_RECIPE.read_text())["model"]
     model = Transformer(spec, **settings).to(device).train()
-    optimizer = adamw(model.parameters(), device, recipe["lr"], tuple(recipe["betas"]))
+    optimizer = adamw(
+        model.parameters(), recipe["lr"], tuple(recipe["betas"]), fused=device.type == "cuda"
+    )
 
     def run(chosen: Sequence[Batch]) -> None:
         train_steps(model, optimizer, chosen, device, recipe["label_smoothing"])
@@ -319,7 +321,7 @@ def decoding_section(device: torch.device, plan: Plan, work: Path, out: Path) ->
     training = batches(src_ids.__getitem__, tgt_ids.__getitem__, lengths, spec, 8192)
     torch.manual_seed(1)
     model = Transformer(spec, **settings).to(device).train()
-    optimizer = adamw(model.parameters(), device, 1e-3, (0.9, 0.98))
+    optimizer = adamw(model.parameters(), 1e-3, (0.9, 0.98), fused=device.type == "cuda")
     warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 100))
     steps = [training[i % len(training)] for i in range(plan.decode_steps)]
     started = time.perf_counter()

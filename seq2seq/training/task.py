@@ -45,16 +45,16 @@ def _sizes(spec: VocabSpec | None) -> str:
 
 def adamw(
     parameters: Iterable[nn.Parameter],
-    device: torch.device,
     lr: float,
     betas: tuple[float, float],
     weight_decay: float = 0.0,
+    fused: bool = False,
 ) -> torch.optim.AdamW:
-    """AdamW over ``parameters`` on ``device``. On CUDA its update is fused: one kernel does
-    every operation of the update (PyTorch's default there, ``foreach``, launches one for
-    each operation); on a CPU, PyTorch's default."""
-    fused = True if device.type == "cuda" else None
-    return torch.optim.AdamW(parameters, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused)
+    """AdamW over ``parameters``. ``fused`` (CUDA): one kernel does every operation of the
+    update (PyTorch's default there, ``foreach``, launches one for each operation)."""
+    return torch.optim.AdamW(
+        parameters, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused or None
+    )
 
 
 def batch_sentences(batch: Batch) -> int:
@@ -306,7 +306,11 @@ class TranslationTask(pl.LightningModule):
 
     # -- optimisation and checkpoints --------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
-        optimizer = adamw(self.parameters(), self.device, self.lr, self.betas, self.weight_decay)
+        # fused on CUDA, unless gradients are clipped: Lightning refuses to clip a fused
+        # optimizer's gradients under mixed precision
+        clips = self._trainer is not None and bool(self._trainer.gradient_clip_val)
+        fused = self.device.type == "cuda" and not clips
+        optimizer = adamw(self.parameters(), self.lr, self.betas, self.weight_decay, fused)
         self.lr_factor = WarmupThenDecay(self.warmup_steps, self.schedule)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
