@@ -54,12 +54,12 @@ def test_the_command_reports_a_wrong_name_in_one_line(monkeypatch, capsys, tmp_p
 
 
 @pytest.mark.parametrize("device_type", ["cuda", "mps", "meta"])
-def test_on_another_device_than_the_cpu_only_the_search_trick_runs(monkeypatch, device_type):
-    """The CPU tricks take the plain path for work on a GPU, whatever the variable says."""
+def test_on_another_device_than_the_cpu_no_trick_runs(monkeypatch, device_type):
+    """Every trick takes the plain path for work on a GPU, whatever the variable says (the
+    shared source too: on an H200 its read per reordering made beam 5 slower, 449 against
+    584 sentences/s, docs/benchmarks/gpu.md)."""
     monkeypatch.delenv(VARIABLE, raising=False)
-    assert {trick for trick in TRICKS if trick_enabled(trick, device_type)} == {
-        "beam_shared_source"
-    }
+    assert not [trick for trick in TRICKS if trick_enabled(trick, device_type)]
     assert all(trick_enabled(trick, "cpu") for trick in TRICKS)
 
 

@@ -130,7 +130,7 @@ def translate_batch(
 def _to_device(values: list[int] | list[bool], dtype: torch.dtype, device: torch.device) -> Tensor:
     """``values`` [len(values)] on ``device``; a CUDA copy goes from pinned memory, so the host
     queues it and goes on instead of waiting for the device to finish its queue."""
-    host = torch.tensor(values, dtype=dtype)
+    host = torch.tensor(values, dtype=dtype, device="cpu")  # whatever the default device
     if device.type == "cuda":
         return host.pin_memory().to(device, non_blocking=True)
     return host.to(device)

@@ -12,7 +12,9 @@ Evidence: BENCHMARKS.md, "The source side kept once per sentence": beam 5 on tes
 104.8 and 109.4 against 81.3 and 86.3 sentences/s (Transformer, fp32), peak memory 1.01
 against 1.25 GB; the RNNs 160-172 against 112-120 sentences/s. The plain path: every row
 its own copy of the source side, ``group`` always 1 (``SEQ2SEQ_PLAIN=beam_shared_source``,
-see ``switch``); the same outputs up to float rounding of the regrouped products.
+see ``switch``); the same outputs up to float rounding of the regrouped products. On a
+GPU the plain path runs: working out the groups reads a value back at each reordering, a
+wait for the device that cost more than the copies it saves (docs/benchmarks/gpu.md).
 
 Shapes: N decoder rows, G = N / group sentences, T queries per row, S source positions.
 """
@@ -68,7 +70,7 @@ class SharedSourceState(State):
     group: int
 
     def select(self: SharedT, indices: Tensor) -> SharedT:
-        if trick_enabled("beam_shared_source"):
+        if trick_enabled("beam_shared_source", self.src_lens.device.type):
             followed, group = follow_sentences(indices, self.group, self.src_lens.numel())
         else:  # the plain path: every row gets its own copy of its sentence's source side
             followed, group = torch.div(indices, self.group, rounding_mode="floor"), 1

@@ -8,7 +8,7 @@ turns those off, e.g. ``SEQ2SEQ_PLAIN=cpu_dropout,malloc``. The names are the mo
 out when something looks wrong. The variable is read whenever a trick is about to run, so
 a test can set it.
 
-Three tricks are for the CPU alone (``CPU_ONLY``): for work on any other device (a GPU)
+Every trick is for the CPU alone (``CPU_ONLY``): for work on any other device (a GPU)
 they never run, whatever the variable says, and the plain PyTorch path runs instead.
 """
 
@@ -21,7 +21,7 @@ from seq2seq.common.errors import Seq2SeqError
 
 VARIABLE = "SEQ2SEQ_PLAIN"
 TRICKS = ("malloc", "cpu_dropout", "beam_shared_source", "onednn_linear")
-CPU_ONLY = frozenset({"malloc", "cpu_dropout", "onednn_linear"})
+CPU_ONLY = frozenset({"malloc", "cpu_dropout", "onednn_linear", "beam_shared_source"})
 _ALL = {"1", "all"}
 
 
