@@ -115,6 +115,7 @@ class Plan:
     pairs: int  # the synthetic training corpus (step 2)
     vocab: int  # its vocabulary (the recipe's 32000)
     max_tokens: tuple[int, ...]  # batch sizes of step 2, in target and source positions
+    fixed_tokens: tuple[int, ...]  # batch sizes of the compiled section (pairs of 31 + EOS)
     steps: tuple[int, int, int]  # warm-up, timed and audited (syncs, profile) steps
     model: dict[str, int]  # overrides of the recipes' model sizes
     base_pairs: int  # demo-corpus pairs joined into longer sentences (steps 3 and 4)
@@ -129,14 +130,17 @@ class Plan:
 
 FULL = Plan(
     tests=MODEL_TESTS, test_workers=8, matmul_size=8192, matmul_seconds=1.0,
-    pairs=200_000, vocab=32_000, max_tokens=(4096, 16384, 32768, 65536), steps=(10, 40, 4),
+    pairs=200_000, vocab=32_000, max_tokens=(4096, 16384, 32768, 65536),
+    fixed_tokens=(32768, 65536),
+    steps=(10, 40, 4),
     model={},
     base_pairs=2000, decode_pairs=(40_000, 1000), decode_steps=600, decode_rounds=3,
     fit_pairs=20_000, fit_steps=(150, 200, 50), fit_audit=(20, 20), fit_overrides={},
 )  # fmt: skip
 TINY = Plan(
     tests=("masking",), test_workers=0, matmul_size=128, matmul_seconds=0.05,
-    pairs=2000, vocab=500, max_tokens=(600,), steps=(2, 3, 2), model=TINY_MODEL,
+    pairs=2000, vocab=500, max_tokens=(600,), fixed_tokens=(640,), steps=(2, 3, 2),
+    model=TINY_MODEL,
     base_pairs=150, decode_pairs=(300, 12), decode_steps=8, decode_rounds=1,
     fit_pairs=300, fit_steps=(4, 6, 2), fit_audit=(2, 2),
     fit_overrides={"data": {"max_tokens": 400, "num_workers": 0},
@@ -152,22 +156,27 @@ def measure_training(
     plan: Plan,
     peak_tflops: float,
     profile_to: Path | None,
+    compiled: bool = False,
 ) -> dict[str, Any]:
     """Tokens/s, peak memory, MFU and host syncs per step of the recipe's training step on
-    ``batches`` (``plan.steps``: warm-up, timed, audited)."""
+    ``batches`` (``plan.steps``: warm-up, timed, audited); ``compiled``: the model under
+    ``torch.compile`` (inductor on a GPU; on a CPU its eager backend, a check of the script)."""
     warm, timed, audited = plan.steps
     torch.manual_seed(1)
     recipe = yaml.safe_load(WMT_RECIPE.read_text())["model"]
     model = Transformer(spec, **settings).to(device).train()
-    optimizer = adamw(
-        model.parameters(), recipe["lr"], tuple(recipe["betas"]), fused=device.type == "cuda"
-    )
+    parameters = list(model.parameters())
+    if compiled:
+        model = torch.compile(model, backend="inductor" if device.type == "cuda" else "eager")
+    optimizer = adamw(parameters, recipe["lr"], tuple(recipe["betas"]), fused=device.type == "cuda")
 
     def run(chosen: Sequence[Batch]) -> None:
         train_steps(model, optimizer, chosen, device, recipe["label_smoothing"])
 
+    started = time.perf_counter()
     run(batches[:warm])
     synchronize(device)
+    warm_seconds = time.perf_counter() - started
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     chosen = batches[warm : warm + timed]
@@ -185,9 +194,10 @@ def measure_training(
         for b in chosen
     )
     result = {
-        "variant": "sdpa" if settings["sdpa"] else "eager",
+        "variant": ("compiled " if compiled else "") + ("sdpa" if settings["sdpa"] else "eager"),
         "sdpa": settings["sdpa"],
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": sum(p.numel() for p in parameters),
+        "warm_up_seconds": warm_seconds,
         "step_ms": 1e3 * seconds / len(chosen),
         "target_tokens_per_s": tokens / seconds,
         "padding_share": 1 - tokens / positions,
@@ -263,6 +273,25 @@ def training_section(device: torch.device, plan: Plan, out: Path) -> dict[str, A
         "matmul_peak_tflops": peak,
         "variants": variants,
     }
+
+
+def compiled_section(device: torch.device, plan: Plan) -> dict[str, Any]:
+    """Step 2, compiled (opt-in: ``--sections compiled``): the recipe's training step with
+    SDPA on batches of one fixed shape (pairs of 31 pieces + EOS on both sides), eager and
+    under ``torch.compile``: what compiled steps would give once the data come in a few
+    bucketed shapes, each compiled once (its warm-up holds the compilation)."""
+    settings = {**transformer_settings(WMT_RECIPE, plan.model), "sdpa": True}
+    spec = VocabSpec(plan.vocab, plan.vocab, pad_id=0, bos_id=2, eos_id=3, joint=True)
+    peak = matmul_peak_tflops(device, plan.matmul_size, plan.matmul_seconds)
+    lengths = np.full(plan.pairs, 31)
+    variants = []
+    for max_tokens in plan.fixed_tokens:
+        batches = random_batches(lengths, lengths, spec, max_tokens, sum(plan.steps))
+        for compiled in (False, True):
+            measured = measure_training(settings, spec, batches, device, plan, peak, None, compiled)
+            variants.append({"max_tokens": max_tokens, **measured})
+            print(f"gpu_check:   {variant_line(variants[-1])}", flush=True)
+    return {"matmul_peak_tflops": peak, "variants": variants}
 
 
 @functools.cache
@@ -518,6 +547,8 @@ def table(results: dict[str, Any]) -> str:
     if "matmul_peak_tflops" in training:
         rows["matmul peak"] = f"{training['matmul_peak_tflops']:.3g} TFLOP/s"
     rows.update(variant_line(v).split(": ", 1) for v in training.get("variants", []))
+    compiled = sections.get("compiled", {})
+    rows.update(variant_line(v).split(": ", 1) for v in compiled.get("variants", []))
     decoding = sections.get("decoding", {})
     if "beam5_speedup" in decoding:
         beam, greedy = decoding["beam5_compared"], decoding["greedy_compared"]
@@ -552,6 +583,7 @@ def table(results: dict[str, Any]) -> str:
 
 
 SECTIONS = ("tests", "training", "decoding", "fit")
+OPT_IN = ("compiled",)  # run only when --sections names it
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -560,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: a check of the script")
     parser.add_argument("--out", type=Path, required=True, help="gpu_check.json goes here")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temporary one)")
-    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS + OPT_IN, default=list(SECTIONS))
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -571,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = {
             "tests": lambda: tests_section(device, plan, work),
             "training": lambda: training_section(device, plan, args.out),
+            "compiled": lambda: compiled_section(device, plan),
             "decoding": lambda: decoding_section(device, plan, work, args.out),
             "fit": lambda: fit_section(device, plan, work),
         }

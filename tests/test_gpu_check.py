@@ -60,6 +60,16 @@ def test_translations_that_differ_only_in_a_near_tie_are_told_apart(gpu_check: M
     assert [e["source"] for e in compared["examples"]] == ["b", "c"]
 
 
+def test_the_opt_in_compiled_section_times_one_shape_eager_and_compiled(gpu_check: ModuleType):
+    """On a CPU the compiled model runs under torch.compile's eager backend: a check of the
+    section's plumbing, on batches that all have the one shape a compiled step wants."""
+    result = gpu_check.compiled_section(torch.device("cpu"), gpu_check.TINY)
+    variants = result["variants"]
+    assert [v["variant"] for v in variants] == ["sdpa", "compiled sdpa"]
+    assert all(v["target_tokens_per_s"] > 0 and v["padding_share"] == 0 for v in variants)
+    assert variants[0]["parameters"] == variants[1]["parameters"]
+
+
 def finite_numbers(record: object) -> list[float]:
     """Every number in a JSON record, nested."""
     if isinstance(record, dict):
