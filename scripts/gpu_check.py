@@ -19,6 +19,9 @@ GPU, in about 4 minutes (8 at most):
    (bf16-mixed) for a few hundred steps, then ``--ckpt_path last`` continuing it; the host
    synchronisations of a Lightning training batch, by the line that makes them.
 
+Opt-in, ``--sections compiled`` (about 90 s more): step 2's training step with SDPA on
+batches of one fixed shape, eager and under ``torch.compile``, compilation included.
+
 It writes ``gpu_check.json``, ``gpu_check_profile.txt`` (training) and
 ``gpu_check_decode.txt`` (decoding) into ``--out`` and prints one
 short table last. A section that fails is reported and the others still run; the exit
