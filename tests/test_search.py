@@ -297,5 +297,5 @@ def test_a_search_step_waits_for_the_device_at_most_twice(beam_size):
     in_search = {site: n for site, n in reads.sites.items() if "inference/search.py" in site}
     assert in_search.pop(f"nonzero at inference/search.py:{search}") == steps
     assert in_search.pop(f"tolist at inference/search.py:{search}") == 2
-    assert 0 < in_search.pop("tolist at inference/search.py:_read_rows") <= steps
+    assert 0 < in_search.pop("tolist at inference/search.py:_read_ended") <= steps
     assert not in_search

@@ -136,12 +136,18 @@ def _to_device(values: list[int] | list[bool], dtype: torch.dtype, device: torch
     return host.to(device)
 
 
-def _read_rows(*columns: Tensor) -> list[list[float]]:
-    """The rows of the [E] or [E, n] ``columns`` side by side, read to the host at once (a
-    device's one wait instead of one per column). float64 holds token ids, row numbers and
-    float32 scores exactly."""
-    joined = [(c.unsqueeze(1) if c.dim() == 1 else c).double() for c in columns]
-    return torch.cat(joined, dim=1).tolist()
+def _read_ended(
+    places: Tensor, totals: Tensor, tokens: Tensor
+) -> list[tuple[list[int], float, list[int]]]:
+    """(place, total, tokens) of each of E ended hypotheses from places [E, k] (row numbers),
+    totals [E] and tokens [E, t], read to the host at once: a device's one wait instead of
+    one per tensor. float64 holds row numbers, token ids and float32 scores exactly."""
+    k = places.size(1)
+    joined = torch.cat([places.double(), totals.double().unsqueeze(1), tokens.double()], dim=1)
+    return [
+        ([int(x) for x in row[:k]], row[k], [int(x) for x in row[k + 1 :]])
+        for row in joined.tolist()
+    ]
 
 
 def _force_eos(logprobs: Tensor, at_limit: list[bool], beams: int, eos_id: int) -> Tensor:
@@ -221,13 +227,13 @@ def _greedy(
         done = (prev == eos).nonzero().flatten()  # the step's one wait for the device
         ended = []
         if done.numel():
-            for row, total, *row_tokens in _read_rows(done, logprob[done], tokens[done]):
-                ended.append(int(row))
-                i = active[int(row)]
-                tokens_i = [int(token) for token in row_tokens]
-                results[i] = Hypothesis(tokens_i, total / length_penalty(t + 1, alpha), total)
+            read = _read_ended(done.unsqueeze(1), logprob[done], tokens[done])
+            for (row,), total, row_tokens in read:
+                ended.append(row)
+                i = active[row]
+                results[i] = Hypothesis(row_tokens, total / length_penalty(t + 1, alpha), total)
                 if trail is not None:
-                    trail.end(int(row), results[i], lengths[i])
+                    trail.end(row, results[i], lengths[i])
         tokens = torch.cat([tokens, prev.unsqueeze(1)], dim=1)
         parents = None
         if ended:
@@ -287,14 +293,14 @@ def _beam(
         if ends.numel():
             a_of, c_of = ends.unbind(1)
             end_rows = rows[a_of, c_of]  # [E]
-            # per hypothesis: its sentence's row a, its row, its score, its tokens
-            ended = _read_rows(a_of, end_rows, cand_scores[a_of, c_of], tokens[end_rows])
-            for a, row, total, *row_tokens in ended:
-                tokens_i = [int(token) for token in row_tokens]
-                hypothesis = Hypothesis(tokens_i, score=total / penalty, logprob=total)
-                finished[active[int(a)]].append(hypothesis)
+            # per hypothesis: (its sentence's row a, its row), its score, its tokens
+            places = torch.stack([a_of, end_rows], dim=1)  # [E, 2]
+            ended = _read_ended(places, cand_scores[a_of, c_of], tokens[end_rows])
+            for (a, row), total, row_tokens in ended:
+                hypothesis = Hypothesis(row_tokens, score=total / penalty, logprob=total)
+                finished[active[a]].append(hypothesis)
                 if trail is not None:
-                    trail.end(int(row), hypothesis, lengths[active[int(a)]])
+                    trail.end(row, hypothesis, lengths[active[a]])
         # Sentences with K finished hypotheses or at their length limit leave the batch.
         kept = [a for a in range(A) if len(finished[active[a]]) < K and not at_limit[a]]
         keep = _to_device(kept, torch.long, device)  # [A']
