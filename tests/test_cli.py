@@ -144,6 +144,24 @@ def test_average_is_the_mean_of_the_weights_and_translates(trained_run, tmp_path
     assert len(translations) == 3
 
 
+def test_average_never_replaces_a_checkpoint_unasked(trained_run, tmp_path, capsys):
+    first, second = sorted((trained_run["root"] / "run/checkpoints").glob("*.ckpt"))[:2]
+    trained = tmp_path / "trained.ckpt"
+    trained.write_bytes(first.read_bytes())
+    before = trained.read_bytes()
+    for ckpts, what in [([trained, second], "is one of the checkpoints to average"),
+                        ([first, second], "exists")]:  # fmt: skip
+        args = ["average", "--ckpts", *map(str, ckpts), "--out", str(trained)]
+        assert cli_error(capsys, *args) == (
+            2, f"--out {trained} {what}; give another file, or --force to replace it "
+               "(see seq2seq average --help)"
+        )  # fmt: skip
+        assert trained.read_bytes() == before
+    main(["average", "--ckpts", str(first), str(second), "--out", str(trained), "--force"])
+    assert trained.read_bytes() != before
+    assert load_trained(trained).model is not None
+
+
 def test_transformer_fits_translates_and_draws_attention(
     trained_run, trained_transformer, tmp_path, capsys
 ):

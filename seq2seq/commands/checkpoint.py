@@ -3,9 +3,11 @@ Transformer for CTranslate2, imported by export alone: it is an optional extra).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from seq2seq.commands.options import check_output_file, check_output_folder, command
+from seq2seq.common.errors import UsageError
 from seq2seq.inference.checkpoint import (
     average_checkpoints,
     check_checkpoint_path,
@@ -16,19 +18,24 @@ from seq2seq.inference.export import Quantization
 
 
 @command
-def average(ckpts: list[str], out: str) -> None:
+def average(ckpts: list[str], out: str, force: bool = False) -> None:
     """Average the weights of several checkpoints.
 
     Writes one checkpoint whose weights are the mean of theirs (e.g. of the last five
-    epochs).
+    epochs). A file already at --out (a trained checkpoint, say) is kept unless --force.
 
     Args:
         ckpts: checkpoints to average
         out: where to write the averaged checkpoint
+        force: replace the file at --out if there is one
     """
     for ckpt in ckpts:
         check_checkpoint_path(ckpt)
     check_output_file(out, "--out", new_folder=True)
+    if Path(out).exists() and not force:
+        averaged = any(Path(out).resolve() == Path(ckpt).resolve() for ckpt in ckpts)
+        what = "is one of the checkpoints to average" if averaged else "exists"
+        raise UsageError(f"--out {out} {what}; give another file, or --force to replace it")
     print(save_checkpoint(average_checkpoints(ckpts), out))
 
 
