@@ -28,8 +28,8 @@ def test_a_new_epoch_starts_empty():
 
 def test_perplexity_is_the_exp_of_the_token_weighted_mean_nll():
     perplexity = Perplexity()
-    perplexity.update(torch.tensor(1.0), weight=3)
-    perplexity.update(torch.tensor(2.0), weight=1)
+    perplexity.update(torch.tensor(3.0), tokens=3)
+    perplexity.update(torch.tensor(2.0), tokens=1)
     assert math.isclose(float(perplexity.compute()), math.exp(1.25), rel_tol=1e-6)
-    perplexity.update(torch.tensor(1000.0), weight=1)
+    perplexity.update(torch.tensor(1000.0), tokens=1)
     assert math.isfinite(float(perplexity.compute()))  # capped at e^50

@@ -30,10 +30,10 @@ class Perplexity(Metric):
         self.add_state("weighted_nll", default=torch.tensor(0.0), dist_reduce_fx="sum")
         self.add_state("weight", default=torch.tensor(0.0), dist_reduce_fx="sum")
 
-    def update(self, nll_per_token: Tensor, weight: int) -> None:
-        """nll_per_token: [] a batch's mean NLL per target token; weight: its target tokens."""
-        self.weighted_nll += nll_per_token.float() * weight
-        self.weight += weight
+    def update(self, nll: Tensor, tokens: int) -> None:
+        """nll: [] a batch's summed NLL over its target tokens; tokens: how many there are."""
+        self.weighted_nll += nll.float()
+        self.weight += tokens
 
     def compute(self) -> Tensor:
         return torch.exp(torch.clamp(self.weighted_nll / self.weight, max=50.0))

@@ -210,7 +210,7 @@ class TranslationTask(pl.LightningModule):
             sync_dist=True,  # under DDP, the mean over every process's batches
         )
         perplexity = self.perplexity[f"{stage}_ppl"]
-        perplexity.update(nll.detach() / n, weight=n)
+        perplexity.update(nll.detach(), tokens=n)
         self.log(f"{stage}_ppl", perplexity, on_step=False, on_epoch=True, batch_size=n)
 
     def on_train_start(self) -> None:
