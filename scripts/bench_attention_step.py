@@ -19,17 +19,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import torch
+from benchkit import figure, save_json
+from torch.utils.benchmark import Timer
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-from benchkit import save_json  # noqa: E402
-from torch.utils.benchmark import Timer  # noqa: E402
-
-from seq2seq.attention import LocalAttention, LuongAttention  # noqa: E402
-from seq2seq.model import Memory, VocabSpec  # noqa: E402
-from seq2seq.rnn import RNNSeq2Seq  # noqa: E402
+from seq2seq.attention import LocalAttention, LuongAttention
+from seq2seq.model import Memory, VocabSpec
+from seq2seq.rnn import RNNSeq2Seq
 
 VOCAB = VocabSpec(src_size=8000, tgt_size=8000, pad_id=1, bos_id=2, eos_id=3, joint=True)
 PARTS = ("attention", "decoder")
@@ -80,20 +76,17 @@ def table_row(length: int, seconds: list[float]) -> str:
 
 def plot(results: dict[str, dict[str, dict[str, float]]], lengths: list[int], path: Path) -> None:
     """One panel per part: microseconds against source length, a line per attention."""
-    figure, panels = plt.subplots(1, len(PARTS), figsize=(11, 4))
     titles = {"attention": "attention.attend alone", "decoder": "whole Luong RNN decoder step"}
-    for axes, part in zip(panels, PARTS, strict=True):
-        for name, times in results[part].items():
-            axes.plot(lengths, [times[str(n)] * 1e6 for n in lengths], marker="o", label=name)
-        axes.set_xscale("log")
-        axes.set_xlabel("source length S (tokens)")
-        axes.set_ylabel("µs per step (median)")
-        axes.set_title(titles[part])
-        axes.legend()
-        axes.grid(True, which="both", alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    with figure(path, ncols=len(PARTS), figsize=(11, 4)) as panels:
+        for axes, part in zip(panels, PARTS, strict=True):
+            for name, times in results[part].items():
+                axes.plot(lengths, [times[str(n)] * 1e6 for n in lengths], marker="o", label=name)
+            axes.set_xscale("log")
+            axes.set_xlabel("source length S (tokens)")
+            axes.set_ylabel("µs per step (median)")
+            axes.set_title(titles[part])
+            axes.legend()
+            axes.grid(True, which="both", alpha=0.3)
 
 
 def main() -> None:

@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchkit import REPO, Process, fit_command, load_json, recipe_configs, run, save_json
+from benchkit import (
+    REPO,
+    Process,
+    figure,
+    fit_command,
+    load_json,
+    recipe_configs,
+    run,
+    save_json,
+)
 from pytorch_lightning import Callback, LightningModule, Trainer
 
 from seq2seq.text.lines import read_lines
@@ -406,46 +415,38 @@ def report(results: dict[str, Any], keys: list[str]) -> str:
 
 
 def plot(results: dict[str, Any], keys: list[str], out: Path) -> None:
-    import matplotlib  # here, not at the top: the probe's child process loads this module
+    with figure(out, dpi=None, ncols=2, figsize=(11, 4)) as (left, right):
+        pairs = results["pairs"]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        def series(run_name: str, value: Any) -> tuple[list[int], list[float]]:
+            points = [(pairs[k], value(r)) for k in keys if (r := ok(results, k, run_name))]
+            points = [(x, y) for x, y in sorted(points) if y is not None]
+            return [x for x, _ in points], [y for _, y in points]
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    pairs = results["pairs"]
-
-    def series(run_name: str, value: Any) -> tuple[list[int], list[float]]:
-        points = [(pairs[k], value(r)) for k in keys if (r := ok(results, k, run_name))]
-        points = [(x, y) for x, y in sorted(points) if y is not None]
-        return [x for x, _ in points], [y for _, y in points]
-
-    for run_name in ("first", "second"):
-        left.plot(
-            *series(run_name, lambda r: r["first_step_seconds"]), "o-", label=f"{run_name} run"
-        )
-        right.plot(*series(run_name, lambda r: r["peak_rss_gb"]), "o-", label=f"{run_name} run")
-    for rank in ("rank 0", "rank 1"):
-        xs, ys = series("ddp", lambda r, rank=rank: rank_peaks(r).get(rank))
-        right.plot(xs, ys, "s--", label=f"DDP {rank}")
-    left.axhline(TARGET_FIRST_S, color="C0", ls=":", lw=1, label="targets (20 min, 60 s)")
-    left.axhline(TARGET_SECOND_S, color="C1", ls=":", lw=1)
-    if base := ok(results, REFERENCE, "first"):
-        right.axhline(base["peak_rss_gb"] + TARGET_RSS_GB, color="gray", ls=":", lw=1,
-                      label="Multi30k + 0.5 GB")  # fmt: skip
-    ticks = sorted({pairs[k] for k in keys})
-    for axis in (left, right):
-        axis.set_xscale("log")
-        axis.set_xticks(ticks, [f"{x:,}" + ("\nMulti30k" if x == pairs[REFERENCE] else "")
-                                for x in ticks])  # fmt: skip
-        axis.minorticks_off()
-        axis.set_xlabel("training pairs")
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    left.set(yscale="log", ylabel="seconds", title="Launch to the end of the first step")
-    right.set(ylabel="GB", title="Peak RSS (largest process; DDP: each rank)")
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+        for run_name in ("first", "second"):
+            left.plot(
+                *series(run_name, lambda r: r["first_step_seconds"]), "o-", label=f"{run_name} run"
+            )
+            right.plot(*series(run_name, lambda r: r["peak_rss_gb"]), "o-", label=f"{run_name} run")
+        for rank in ("rank 0", "rank 1"):
+            xs, ys = series("ddp", lambda r, rank=rank: rank_peaks(r).get(rank))
+            right.plot(xs, ys, "s--", label=f"DDP {rank}")
+        left.axhline(TARGET_FIRST_S, color="C0", ls=":", lw=1, label="targets (20 min, 60 s)")
+        left.axhline(TARGET_SECOND_S, color="C1", ls=":", lw=1)
+        if base := ok(results, REFERENCE, "first"):
+            right.axhline(base["peak_rss_gb"] + TARGET_RSS_GB, color="gray", ls=":", lw=1,
+                          label="Multi30k + 0.5 GB")  # fmt: skip
+        ticks = sorted({pairs[k] for k in keys})
+        for axis in (left, right):
+            axis.set_xscale("log")
+            axis.set_xticks(ticks, [f"{x:,}" + ("\nMulti30k" if x == pairs[REFERENCE] else "")
+                                    for x in ticks])  # fmt: skip
+            axis.minorticks_off()
+            axis.set_xlabel("training pairs")
+            axis.grid(alpha=0.3)
+            axis.legend(fontsize=8)
+        left.set(yscale="log", ylabel="seconds", title="Launch to the end of the first step")
+        right.set(ylabel="GB", title="Peak RSS (largest process; DDP: each rank)")
 
 
 # -- main ------------------------------------------------------------------------------------

@@ -19,10 +19,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import matplotlib
-import matplotlib.pyplot as plt
 import torch
-from benchkit import SIZE, load_json, memory_mb, multi30k_batches, ours_loss, save_json, train_step
+from benchkit import (
+    SIZE,
+    figure,
+    load_json,
+    memory_mb,
+    multi30k_batches,
+    ours_loss,
+    save_json,
+    train_step,
+)
 
 from seq2seq.attention import AdditiveAttention
 from seq2seq.inference.batching import Batch
@@ -31,8 +38,6 @@ from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.speedups.malloc import keep_freed_memory
 from seq2seq.training.task import batch_target_tokens
 from seq2seq.transformer import Transformer
-
-matplotlib.use("Agg")
 
 MODELS = ("transformer", "bahdanau")
 
@@ -87,29 +92,26 @@ def memory(name: str, length: int, batch_size: int) -> dict[str, float]:
 
 
 def plot(results: dict, out: Path) -> None:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for name in MODELS:
-        points = sorted((int(k), v) for k, v in results["throughput"].get(name, {}).items())
-        if points:
-            sizes, rates = [k for k, _ in points], [v["target_tokens_per_s"] for _, v in points]
-            left.plot(sizes, rates, "o-", label=name)
-        points = sorted((int(k), v) for k, v in results["memory"].get(name, {}).items())
-        if points:
-            lengths, peaks = [k for k, _ in points], [v["peak_rss_gb"] for _, v in points]
-            right.plot(lengths, peaks, "o-", label=name)
-    left.set(xscale="log", xlabel="batch token budget (max_tokens)", ylabel="target tokens/s")
-    budgets = sorted({int(k) for points in results["throughput"].values() for k in points})
-    left.set_xticks(budgets, [str(b) for b in budgets])
-    left.minorticks_off()
-    left.set_title("Training throughput")
-    right.set(xlabel="sentence length (tokens, both sides)", ylabel="peak RSS (GB)")
-    right.set_title(f"One training step, {results['memory_batch']} pairs")
-    for axis in (left, right):
-        axis.grid(alpha=0.3)
-        axis.legend()
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    with figure(out, dpi=None, ncols=2, figsize=(11, 4)) as (left, right):
+        for name in MODELS:
+            points = sorted((int(k), v) for k, v in results["throughput"].get(name, {}).items())
+            if points:
+                sizes, rates = [k for k, _ in points], [v["target_tokens_per_s"] for _, v in points]
+                left.plot(sizes, rates, "o-", label=name)
+            points = sorted((int(k), v) for k, v in results["memory"].get(name, {}).items())
+            if points:
+                lengths, peaks = [k for k, _ in points], [v["peak_rss_gb"] for _, v in points]
+                right.plot(lengths, peaks, "o-", label=name)
+        left.set(xscale="log", xlabel="batch token budget (max_tokens)", ylabel="target tokens/s")
+        budgets = sorted({int(k) for points in results["throughput"].values() for k in points})
+        left.set_xticks(budgets, [str(b) for b in budgets])
+        left.minorticks_off()
+        left.set_title("Training throughput")
+        right.set(xlabel="sentence length (tokens, both sides)", ylabel="peak RSS (GB)")
+        right.set_title(f"One training step, {results['memory_batch']} pairs")
+        for axis in (left, right):
+            axis.grid(alpha=0.3)
+            axis.legend()
 
 
 def main() -> None:

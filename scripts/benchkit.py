@@ -18,8 +18,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from operator import methodcaller
 from pathlib import Path
@@ -56,6 +56,24 @@ def save_json(path: Path, record: Any) -> None:
     benchmark stopped at any moment leaves its last whole record."""
     text = json.dumps(record, indent=2, default=float) + "\n"
     write_atomically(path, methodcaller("write", text.encode("utf-8")))
+
+
+@contextmanager
+def figure(path: Path, dpi: float | None = 120, **subplots: Any) -> Iterator[Any]:
+    """The axes of ``plt.subplots(**subplots)`` to draw on; the figure is laid out tight,
+    saved to ``path`` (its folder made) and closed after the block. matplotlib (Agg) is
+    imported here, not by the scripts: one loaded inside a training process never draws."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drawing, axes = plt.subplots(**subplots)
+    yield axes
+    drawing.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    drawing.savefig(path, dpi=dpi)
+    plt.close(drawing)
 
 
 # -- a command, its time and the peak memory of its process tree -----------------------------

@@ -34,6 +34,7 @@ from benchkit import (
     SEQ2SEQ,
     averaged,
     best_checkpoint,
+    figure,
     fit_command,
     last_checkpoint,
     load_json,
@@ -267,28 +268,20 @@ def first_test_scores(folder: Path, split: str = TEST_SPLIT) -> dict[str, Any]:
 def draw_candidates(found: list[Candidate], path: Path) -> None:
     """One row per candidate: its seeds' val BLEU (dots) and their mean (a bar), and its
     test scores (crosses) where it was scored, so that the gap between the two shows."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 1.2 + 0.35 * len(found)))
-    val_seed = dict(marker="o", ls="", color="tab:blue", alpha=0.6, label="val, a seed")
-    val_mean = dict(marker="|", ls="", color="tab:blue", ms=14, mew=2, label="val, mean")
-    test = dict(marker="x", ls="", color="tab:red", mew=2, label="test, scored once")
-    for row, candidate in enumerate(found):
-        axes.plot(candidate.val, [row] * len(candidate.val), **val_seed)
-        axes.plot([statistics.mean(candidate.val)], [row], **val_mean)
-        axes.plot(candidate.test, [row] * len(candidate.test), **test)
-    axes.set_yticks(range(len(found)), [candidate.name for candidate in found])
-    axes.invert_yaxis()
-    axes.set_xlabel("literature BLEU, beam 5, under the setting val chose")
-    axes.grid(axis="x", alpha=0.3)
-    handles, labels = axes.get_legend_handles_labels()
-    axes.legend(handles[:3], labels[:3], loc="lower left", fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    with figure(path, figsize=(7, 1.2 + 0.35 * len(found))) as axes:
+        val_seed = dict(marker="o", ls="", color="tab:blue", alpha=0.6, label="val, a seed")
+        val_mean = dict(marker="|", ls="", color="tab:blue", ms=14, mew=2, label="val, mean")
+        test = dict(marker="x", ls="", color="tab:red", mew=2, label="test, scored once")
+        for row, candidate in enumerate(found):
+            axes.plot(candidate.val, [row] * len(candidate.val), **val_seed)
+            axes.plot([statistics.mean(candidate.val)], [row], **val_mean)
+            axes.plot(candidate.test, [row] * len(candidate.test), **test)
+        axes.set_yticks(range(len(found)), [candidate.name for candidate in found])
+        axes.invert_yaxis()
+        axes.set_xlabel("literature BLEU, beam 5, under the setting val chose")
+        axes.grid(axis="x", alpha=0.3)
+        handles, labels = axes.get_legend_handles_labels()
+        axes.legend(handles[:3], labels[:3], loc="lower left", fontsize="small")
 
 
 def final(args: argparse.Namespace) -> None:
