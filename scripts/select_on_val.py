@@ -5,7 +5,8 @@
 penalty; ``table`` picks per recipe the setting with the best mean literature BLEU over
 seeds (``val-table.md``, ``val-table.png``); ``ensemble`` chooses an ensemble's weights and
 length penalty on val; ``final`` scores a recipe's seeds, or an ensemble and its members, on
-the test set under what val chose, once per test split; ``distill`` has a recipe's seed (or
+the test set under what val chose, once per test split (a seed trained later is scored
+alone, under what val chooses over all seeds); ``distill`` has a recipe's seed (or
 an ensemble), under the setting val chose, translate the training sources for a student
 (docs/distillation.md); ``record`` copies every record (JSON, no checkpoint) into a folder
 of the repository with the val table they give, which the report links and a test checks
@@ -259,10 +260,13 @@ def test_scorings(folder: Path, split: str) -> list[dict[str, Any]]:
 
 
 def first_test_scores(folder: Path, split: str = TEST_SPLIT) -> dict[str, Any]:
-    """The scores of the first time ``folder``'s recipe or ensemble was scored on ``split``
-    (empty: never)."""
-    scored = test_scorings(folder, split)
-    return scored[0]["scores"] if scored else {}
+    """Each seed's (or the ensemble's) scores of the first time it was scored on ``split``
+    (empty: never): a seed trained after its recipe was scored has its own first scoring."""
+    first: dict[str, Any] = {}
+    for record in test_scorings(folder, split):
+        for name, scores in record["scores"].items():
+            first.setdefault(name, scores)
+    return first
 
 
 def draw_candidates(found: list[Candidate], path: Path) -> None:
@@ -295,16 +299,22 @@ def final(args: argparse.Namespace) -> None:
         sys.exit(f"the ensemble {args.name} has no val scores yet (run `ensemble` first)")
     record_path = folder / "final.json"
     history = load_json(record_path, [])
-    if scored := test_scorings(folder, args.test_split):
-        if args.skip_scored:
-            print(f"{args.name} {args.test_split}: scored already, {scored[0]['scores']}")
+    seeds = None  # all of them
+    if test_scorings(folder, args.test_split):
+        tested = first_test_scores(folder, args.test_split)
+        new = [] if is_ensemble else [s for s in seed_scores(folder) if str(s) not in tested]
+        if new and not args.again:  # trained since: each seed is scored once, these now
+            seeds = new
+            print(f"{args.name} {args.test_split}: scoring seeds {new}, trained since it was")
+        elif args.skip_scored:
+            print(f"{args.name} {args.test_split}: scored already, {tested}")
             return
-        if not args.again:
+        elif not args.again:
             sys.exit(
                 f"{args.name} was scored on {args.test_split} already ({record_path}); the "
                 "first score is the one to report (--again scores once more and keeps both)"
             )
-    record = final_ensemble(args, folder) if is_ensemble else final_seeds(args, folder)
+    record = final_ensemble(args, folder) if is_ensemble else final_seeds(args, folder, seeds)
     history.append({
         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "split": args.test_split,
         "beam": args.beam, **record,
@@ -319,13 +329,16 @@ def final(args: argparse.Namespace) -> None:
               f"p = {bootstrap['p_value']:.4f}")  # fmt: skip
 
 
-def final_seeds(args: argparse.Namespace, recipe_dir: Path) -> dict[str, Any]:
-    """The test scores of each seed of a recipe under the setting val chose."""
+def final_seeds(
+    args: argparse.Namespace, recipe_dir: Path, seeds: list[int] | None = None
+) -> dict[str, Any]:
+    """The test scores of a recipe's ``seeds`` (None: all) under the setting val chooses
+    over all of its seeds."""
     per_seed = seed_scores(recipe_dir)
     setting = chosen_setting(per_seed)
     test = split_files(args.data, args.test_split, args.pair)
     scores = {}
-    for seed in per_seed:
+    for seed in per_seed if seeds is None else seeds:
         folder = recipe_dir / f"seed{seed}"
         checkpoint = final_models(folder / "run", folder)[setting.model]
         scratch = folder / args.test_split

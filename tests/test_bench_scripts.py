@@ -358,6 +358,44 @@ def test_selection_scores_a_recipe_on_each_test_set_only_once(
     assert selection.candidates(tmp_path)[0].test == [30.0]
 
 
+def test_a_seed_trained_after_the_scoring_is_scored_alone_and_once(
+    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    write_seed(tmp_path / "anchor", 1, {"last-10@lp2": 41.5, "last-5@lp2": 41.1})
+    scored = [{"split": "test_2016_flickr", "setting": "last-10@lp2",
+               "scores": {"1": {"bleu_literature": 40.2}}}]  # fmt: skip
+    write_json(tmp_path / "anchor" / "final.json", scored)
+    write_seed(tmp_path / "anchor", 2, {"last-10@lp2": 40.0, "last-5@lp2": 41.0})
+    evaluated = []
+
+    def evaluate(checkpoint: Path, *args: object) -> dict[str, float]:
+        evaluated.append(checkpoint)
+        return {"bleu_literature": 40.9, "bleu": 20.0, "chrf": 51.0}
+
+    models = lambda run, folder: {"last-5": folder / "last-5.ckpt", "last-10": folder / "x"}  # noqa: E731
+    monkeypatch.setattr(selection, "final_models", models)
+    monkeypatch.setattr(selection, "evaluate", evaluate)
+    args = argparse.Namespace(
+        out=tmp_path, name="anchor", again=False, skip_scored=True,
+        test_split="test_2016_flickr", data=tmp_path, pair="en-de", beam=5,
+    )  # fmt: skip
+    selection.final(args)  # even as `make student` asks it (--skip-scored)
+    assert evaluated == [tmp_path / "anchor" / "seed2" / "last-5.ckpt"]  # seed 1 not again
+    history = json.loads((tmp_path / "anchor" / "final.json").read_text())
+    assert history[0] == scored[0]
+    assert history[1]["setting"] == "last-5@lp2"  # val's choice over both seeds now
+    assert list(history[1]["scores"]) == ["2"]
+    assert selection.first_test_scores(tmp_path / "anchor") == {
+        "1": {"bleu_literature": 40.2}, "2": history[1]["scores"]["2"]
+    }  # fmt: skip
+    assert selection.candidates(tmp_path)[0].test == [40.2, 40.9]
+    selection.final(args)  # both scored: nothing is scored again
+    assert len(evaluated) == 1
+    args.skip_scored = False
+    with pytest.raises(SystemExit, match="scored on test_2016_flickr already"):
+        selection.final(args)
+
+
 def test_an_ensemble_is_listed_with_the_weights_and_length_penalty_val_chose(
     selection: ModuleType, tmp_path: Path
 ):
@@ -417,7 +455,8 @@ def test_an_ensemble_member_must_be_a_val_scored_seed(selection: ModuleType, tmp
 def test_an_ensemble_is_scored_on_the_test_set_only_once(selection: ModuleType, tmp_path: Path):
     write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
     write_json(tmp_path / "pair" / "val.json", {"ensemble@lp1": {"bleu_literature": 1.0}})
-    write_json(tmp_path / "pair" / "final.json", [{"split": "test_2016_flickr"}])
+    scored = {"split": "test_2016_flickr", "scores": {"ensemble": {"bleu_literature": 1.0}}}
+    write_json(tmp_path / "pair" / "final.json", [scored])
     args = argparse.Namespace(
         out=tmp_path, name="pair", again=False, skip_scored=False, test_split="test_2016_flickr"
     )
