@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_errors import cli_error
 from tiny_run import run_seq2seq, tiny_config, write_config
 
 import seq2seq
@@ -213,6 +214,21 @@ def test_int8_export_is_smaller_and_translates(transformer_ckpt, exported, tmp_p
     assert (out / "model.bin").stat().st_size < (exported / "model.bin").stat().st_size
     [translation] = translate_stream_ct2(load_export(out), ["three"], SearchSettings())
     assert translation.text
+
+
+def test_export_never_replaces_an_export_unasked(pre_norm_ckpt, tmp_path, capsys):
+    out = tmp_path / "ct2"
+    main(["export", "--ckpt", str(pre_norm_ckpt), "--to", "ctranslate2", "--out", str(out)])
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    args = ["export", "--ckpt", str(pre_norm_ckpt), "--to", "ctranslate2", "--out", str(out)]
+    assert cli_error(capsys, *args, "--quantization", "int8") == (
+        2, f"--out {out} holds an export already; give another folder, or --force to replace "
+           "it (see seq2seq export --help)"
+    )  # fmt: skip
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    main([*args, "--quantization", "int8", "--force"])
+    assert (out / "model.bin").stat().st_size < len(before["model.bin"])
+    assert json.loads((out / "seq2seq.json").read_text())["quantization"] == "int8"
 
 
 def test_plain_ctranslate2_translator_as_the_readme_shows(transformer_ckpt, exported, trained_run):

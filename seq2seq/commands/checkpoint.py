@@ -14,7 +14,7 @@ from seq2seq.inference.checkpoint import (
     load_trained,
     save_checkpoint,
 )
-from seq2seq.inference.export import Quantization
+from seq2seq.inference.export import DESCRIPTION, Quantization
 
 
 @command
@@ -41,12 +41,17 @@ def average(ckpts: list[str], out: str, force: bool = False) -> None:
 
 @command
 def export(
-    ckpt: str, to: Literal["ctranslate2"], out: str, quantization: Quantization = "float32"
+    ckpt: str,
+    to: Literal["ctranslate2"],
+    out: str,
+    quantization: Quantization = "float32",
+    force: bool = False,
 ) -> None:
     """Export a Transformer checkpoint to CTranslate2.
 
     Its weights, its SentencePiece model(s) and vocabulary, in one folder that `seq2seq
-    translate --ctranslate2 DIR` and ctranslate2.Translator read.
+    translate --ctranslate2 DIR` and ctranslate2.Translator read. A folder that holds an
+    export already is kept unless --force.
 
     Args:
         ckpt: Transformer checkpoint written by `seq2seq fit`
@@ -54,10 +59,15 @@ def export(
         out: folder to write the model into
         quantization: type of the stored weights (int8: about 4 times smaller and faster on
             CPUs)
+        force: replace the export already in --out if there is one
     """
     from seq2seq.inference.export import export_ctranslate2, import_ctranslate2
 
     check_checkpoint_path(ckpt)
     check_output_folder(out)
+    if any((Path(out) / name).exists() for name in ("model.bin", DESCRIPTION)) and not force:
+        raise UsageError(
+            f"--out {out} holds an export already; give another folder, or --force to replace it"
+        )
     import_ctranslate2()  # before loading the checkpoint: a missing package fails fast
     print(export_ctranslate2(load_trained(ckpt), out, quantization))
