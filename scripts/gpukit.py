@@ -5,6 +5,7 @@ as the toolkit trains."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import random
 import resource
@@ -102,9 +103,11 @@ def peak_memory_gib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
+@functools.cache
 def matmul_peak_tflops(device: torch.device, size: int, seconds: float) -> float:
     """Measured matrix-product rate in ``compute_dtype``, TFLOP/s: the median [n, n] @ [n, n]
-    on random data (never zeros, which run faster), timed by torch.utils.benchmark."""
+    on random data (never zeros, which run faster), timed by torch.utils.benchmark; once a
+    run (the training sections share it)."""
     dtype = compute_dtype(device)
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
     (a @ b).sum().item()  # warm-up: the library's handles and kernels
