@@ -69,11 +69,13 @@ def figure(path: Path, dpi: float | None = 120, **subplots: Any) -> Iterator[Any
     import matplotlib.pyplot as plt
 
     drawing, axes = plt.subplots(**subplots)
-    yield axes
-    drawing.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    drawing.savefig(path, dpi=dpi)
-    plt.close(drawing)
+    try:
+        yield axes
+        drawing.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        drawing.savefig(path, dpi=dpi)
+    finally:
+        plt.close(drawing)  # drawn or not: pyplot keeps every open figure
 
 
 # -- a command, its time and the peak memory of its process tree -----------------------------
