@@ -14,7 +14,8 @@ from seq2seq.inference.checkpoint import (
     load_trained,
     save_checkpoint,
 )
-from seq2seq.inference.export import DESCRIPTION, Quantization
+from seq2seq.inference.export import Quantization
+from seq2seq.translation_model import is_export
 
 
 @command
@@ -65,7 +66,7 @@ def export(
 
     check_checkpoint_path(ckpt)
     check_output_folder(out)
-    if any((Path(out) / name).exists() for name in ("model.bin", DESCRIPTION)) and not force:
+    if is_export(out) and not force:
         raise UsageError(
             f"--out {out} holds an export already; give another folder, or --force to replace it"
         )
