@@ -27,16 +27,16 @@ class Perplexity(Metric):
 
     def __init__(self) -> None:
         super().__init__()
-        self.add_state("weighted_nll", default=torch.tensor(0.0), dist_reduce_fx="sum")
-        self.add_state("weight", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("nll_sum", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("tokens", default=torch.tensor(0.0), dist_reduce_fx="sum")
 
     def update(self, nll: Tensor, tokens: int) -> None:
         """nll: [] a batch's summed NLL over its target tokens; tokens: how many there are."""
-        self.weighted_nll += nll.float()
-        self.weight += tokens
+        self.nll_sum += nll.float()
+        self.tokens += tokens
 
     def compute(self) -> Tensor:
-        return torch.exp(torch.clamp(self.weighted_nll / self.weight, max=50.0))
+        return torch.exp(torch.clamp(self.nll_sum / self.tokens, max=50.0))
 
 
 class SplitTranslations(Metric):
