@@ -115,7 +115,35 @@ def test_with_dropout_the_kl_is_positive_and_adds_alpha_times_itself(family: str
     rdrop.rdrop_alpha = 2.0
     loss_2, _, _, kl_2 = same_masks(rdrop._training_loss)  # only alpha differs
     assert torch.equal(kl, kl_2)
-    assert torch.allclose(loss - loss_2, 3.0 * kl, rtol=1e-5)
+    assert torch.allclose(loss - loss_2, 3.0 / 2 * kl, atol=4e-6)  # a few ulps of the loss
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_loss_is_the_reference_criterions_per_token_of_both_copies(family: str) -> None:
+    """R-Drop's fairseq criterion, restated: over the batch stacked twice, the summed
+    label-smoothed losses of both copies (PyTorch's smoothing, as ours) plus alpha times
+    (KL(P_1 || P_2) + KL(P_2 || P_1)) / 2 summed over the valid positions; ours is that
+    divided by the 2N target tokens of both copies."""
+    alpha = 5.0
+    rdrop = task(family, DROPOUT[family], alpha=alpha)
+    outputs: list[torch.Tensor] = []
+    rdrop.model.register_forward_hook(lambda _, __, output: outputs.append(output[0]))
+    loss, _, n, _ = same_masks(rdrop._rdrop_loss)
+    logits = outputs[0].float()  # [2B, T, V]
+    made = batch()
+    valid = torch.arange(logits.size(1)) < made.tgt_lens.unsqueeze(1)  # [B, T]
+    both_valid = torch.cat([valid, valid])
+    targets = torch.cat([made.tgt_out, made.tgt_out])[both_valid]  # [2N]
+    cross_entropies = F.cross_entropy(
+        logits[both_valid], targets, label_smoothing=rdrop.label_smoothing, reduction="sum"
+    )
+    log_p = logits.log_softmax(-1)
+    B = made.src.size(0)
+    first, second = log_p[:B][valid], log_p[B:][valid]  # [N, V] each
+    kl_12 = F.kl_div(second, first, log_target=True, reduction="sum")  # KL(P_1 || P_2)
+    kl_21 = F.kl_div(first, second, log_target=True, reduction="sum")
+    reference = cross_entropies + alpha * (kl_12 + kl_21) / 2
+    assert torch.allclose(loss, reference / (2 * n), rtol=1e-5)
 
 
 def test_the_symmetric_kl_is_half_the_sum_of_both_directions_on_valid_positions() -> None:

@@ -100,11 +100,12 @@ class TranslationTask(pl.LightningModule):
             ``train_skipped_batches``; one process only).
         rdrop_alpha: R-Drop (Liang et al., 2021), at least 0 (0: off, the default): each
             training batch runs through the model twice with independent dropout, and the
-            loss is the mean of the two label-smoothed losses plus ``rdrop_alpha`` times the
-            symmetric KL divergence between the two output distributions (logged as
-            ``train_rdrop_kl``), per target token; the paper's alpha means the same here (see
-            ``_rdrop_loss``). A training step costs about twice as much; validation and test
-            are unchanged. Needs dropout: without it the two runs agree and the term is 0.
+            loss is the mean of the two label-smoothed losses plus ``rdrop_alpha / 2`` times
+            the symmetric KL divergence between the two output distributions (logged as
+            ``train_rdrop_kl``), per target token: the paper's loss per token of both copies,
+            so its alpha (5 for IWSLT'14) means the same here (see ``_rdrop_loss``). A
+            training step costs about twice as much; validation and test are unchanged.
+            Needs dropout: without it the two runs agree and the term is 0.
     """
 
     def __init__(
@@ -171,12 +172,13 @@ class TranslationTask(pl.LightningModule):
         (``symmetric_kl``: (KL(P_1 || P_2) + KL(P_2 || P_1)) / 2 per position), each summed
         over the valid target positions:
 
-            loss = ((CE_1 + CE_2) / 2 + alpha * KL) / N
+            loss = (CE_1 + CE_2 + alpha * KL) / (2 N)
 
-        The paper's loss, CE_1 + CE_2 + alpha / 2 * (KL(P_1 || P_2) + KL(P_2 || P_1)), is
-        2N times this: alpha weighs the same term against the same cross-entropies, and the
-        loss is per target token like the plain one, which it equals when the two copies
-        agree. The NLL returned is the mean of the two copies' (for the perplexity).
+        The paper's loss (Liang et al., 2021, eq. 3) and the reference code's (its fairseq
+        criterion, which divides by N) are CE_1 + CE_2 + alpha * KL: this is that loss per
+        target token of both copies, so alpha weighs the KL against the cross-entropies as
+        theirs does, and the loss equals the plain one when the two copies agree. The NLL
+        returned is the mean of the two copies' (for the perplexity).
         """
         B = batch.src.size(0)
 
@@ -191,7 +193,7 @@ class TranslationTask(pl.LightningModule):
         )
         kl = symmetric_kl(logits[:B], logits[B:], batch.tgt_lens)
         n = batch.target_tokens
-        return (both / 2 + self.rdrop_alpha * kl) / n, nll / 2, n, kl.detach() / n
+        return (both + self.rdrop_alpha * kl) / (2 * n), nll / 2, n, kl.detach() / n
 
     def _training_loss(self, batch: Batch) -> tuple[Tensor, Tensor, int, Tensor | None]:
         """(loss per token, summed NLL, target tokens, R-Drop's KL per token or None)."""
