@@ -231,8 +231,27 @@ def test_the_sampled_recipe_is_the_lowercased_one_reading_drawn_segmentations(
     assert vocabulary(sampled) == vocabulary(recipe)
 
 
+def test_the_rdrop_recipe_is_the_lowercased_one_with_the_kl_term_and_its_doubled_time(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """transformer-lowercase-rdrop changes only R-Drop's weight, the time limit its doubled
+    forward needs (the epochs and the schedule stay) and its run folder."""
+    rdrop = effective["en-de", "transformer-lowercase-rdrop"]
+    recipe = effective["en-de", "transformer-lowercase"]
+    changes = ["model.rdrop_alpha", "trainer.max_time", "trainer.default_root_dir"]
+    assert without(rdrop, *changes) == without(recipe, *changes)
+    assert (rdrop["model"]["rdrop_alpha"], recipe["model"]["rdrop_alpha"]) == (5.0, 0.0)
+    assert rdrop["trainer"]["max_time"] == "00:02:00:00"
+
+
 @pytest.mark.parametrize(
-    "name", ["transformer-lowercase", "transformer-lowercase-sampled", "luong-concat-lowercase"]
+    "name",
+    [
+        "transformer-lowercase",
+        "transformer-lowercase-sampled",
+        "transformer-lowercase-rdrop",
+        "luong-concat-lowercase",
+    ],
 )
 def test_a_lowercased_recipe_follows_the_literature_bleu_it_is_scored_with(
     name: str, effective: dict[tuple[str, str], dict[str, Any]]
