@@ -33,6 +33,7 @@ from benchkit import (
     figure,
     fit_command,
     load_json,
+    markdown_table,
     recipe_configs,
     run,
     save_json,
@@ -313,11 +314,7 @@ def pairs_cell(results: dict[str, Any], key: str) -> str:
 
 def table(results: dict[str, Any], keys: list[str]) -> list[str]:
     reference_speed = mean_speed(results, REFERENCE)
-    lines = [
-        "| pairs | first run to first step | peak RSS first (anon) | second run to first step "
-        "| peak RSS second (anon) | cache on disk | tokens/s vs Multi30k |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for key in keys:
         first, second = ok(results, key, "first"), ok(results, key, "second")
         speed = mean_speed(results, key)
@@ -329,8 +326,10 @@ def table(results: dict[str, Any], keys: list[str]) -> list[str]:
                 f"{cell(record, 'peak_rss_gb', 'GB')} ({cell(record, 'peak_anon_gb', 'GB')})"
             )
         cells += [cell(first, "cache_bytes", "GB"), f"{speed:,.0f}{ratio}" if speed else "–"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        rows.append(cells)
+    runs = [(f"{run} run to first step", f"peak RSS {run} (anon)") for run in ("first", "second")]
+    header = ["pairs", *runs[0], *runs[1], "cache on disk", "tokens/s vs Multi30k"]
+    return markdown_table(header, rows)
 
 
 def ddp_table(results: dict[str, Any], keys: list[str]) -> list[str]:
@@ -340,7 +339,8 @@ def ddp_table(results: dict[str, Any], keys: list[str]) -> list[str]:
         if not (record := results.get("runs", {}).get(key, {}).get("ddp")):
             continue
         if record["status"] != 0:
-            rows.append(f"| {results['pairs'][key]:,} | failed (exit {record['status']}) |||||")
+            failed = f"failed (exit {record['status']})"
+            rows.append([f"{results['pairs'][key]:,}", failed, *[""] * 4])
             continue
         peaks = rank_peaks(record)
         workers = [p["peak_rss_gb"] for p in record["processes"] if p["role"] == "worker"]
@@ -351,12 +351,13 @@ def ddp_table(results: dict[str, Any], keys: list[str]) -> list[str]:
             f"{len(workers)}, largest {max(workers):.2f} GB" if workers else "none",
             f"{record['target_tokens_per_s']:,.0f}" if record["target_tokens_per_s"] else "–",
         ]
-        rows.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
     if not rows:
         return []
-    return ["", "DDP, 2 CPU processes, cache present (tokens/s: rank 0's batches only):", "",
-            "| pairs | run to first step | peak RSS rank 0 | peak RSS rank 1 | other processes "
-            "| tokens/s |", "|---|---|---|---|---|---|", *rows]  # fmt: skip
+    peaks = [f"peak RSS rank {rank}" for rank in (0, 1)]
+    header = ["pairs", "run to first step", *peaks, "other processes", "tokens/s"]
+    title = "DDP, 2 CPU processes, cache present (tokens/s: rank 0's batches only):"
+    return ["", title, "", *markdown_table(header, rows)]
 
 
 def verdict(met: bool | None) -> str:

@@ -35,6 +35,7 @@ from benchkit import (
     load_json,
     logged_metrics,
     logged_rates,
+    markdown_table,
     max_time,
     recent_checkpoints,
     recipe_configs,
@@ -162,8 +163,7 @@ def paired_bootstrap(
     if not comparisons:
         return []
     refs = read_lines(ref)
-    lines = ["", f"## Paired bootstrap resampling (lowercased sacreBLEU, {samples} samples)", "",
-             "| baseline | system | BLEU (95% CI) | p-value |", "|---|---|---|---|"]  # fmt: skip
+    rows = []
     for baseline, systems in comparisons:
         named = [(name, read_lines(out / name / "hypotheses.txt")) for name in (baseline, *systems)]
         metric = BLEU(lowercase=True)
@@ -171,26 +171,25 @@ def paired_bootstrap(
         for name, result in zip((baseline, *systems), test()[1]["BLEU"], strict=True):
             interval = f"{result.score:.2f} ({result.mean:.2f} ± {result.ci:.2f})"
             p_value = "–" if name == baseline else f"{result.p_value:.4f}"
-            lines.append(f"| {baseline} | {name} | {interval} | {p_value} |")
-    return lines
+            rows.append([baseline, name, interval, p_value])
+    title = f"## Paired bootstrap resampling (lowercased sacreBLEU, {samples} samples)"
+    table = markdown_table(["baseline", "system", "BLEU (95% CI)", "p-value"], rows)
+    return ["", title, "", *table]
 
 
 def write_table(
     results: list[dict[str, Any]], budget: str, pair: str, out: Path, significance: list[str]
 ) -> None:
+    cells = [[fmt.format(r[key]) if r.get(key) is not None else "–" for _, key, fmt in COLUMNS]
+             for r in results]  # fmt: skip
     lines = [
         f"# Multi30k {pair} (test_2016_flickr): every config under one budget",
         "",
         f"Budget per config: {budget}. BLEU is sacreBLEU on detokenised text; BLEU (lit.)",
         "is lowercased, Moses-tokenised BLEU as in the Multi30k literature.",
         "",
-        "| " + " | ".join(title for title, _, _ in COLUMNS) + " |",
-        "|" + "|".join("---" for _ in COLUMNS) + "|",
+        *markdown_table([title for title, _, _ in COLUMNS], cells),
     ]
-    for result in results:
-        cells = [fmt.format(result[key]) if result.get(key) is not None else "–"
-                 for _, key, fmt in COLUMNS]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
     if results:
         best = max(results, key=lambda r: r["bleu"])
         lines += ["", f"Best sacreBLEU: {best['name']} ({best['bleu']:.2f})."]

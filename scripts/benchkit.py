@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from operator import methodcaller
@@ -56,6 +56,23 @@ def save_json(path: Path, record: Any) -> None:
     benchmark stopped at any moment leaves its last whole record."""
     text = json.dumps(record, indent=2, default=float) + "\n"
     write_atomically(path, methodcaller("write", text.encode("utf-8")))
+
+
+def markdown_row(cells: Sequence[str]) -> str:
+    """One line of a Markdown table."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown_table(
+    header: Sequence[str], rows: Iterable[Sequence[str]], rule: str = "---"
+) -> list[str]:
+    """A Markdown table's lines: ``header``, its rule (``rule`` under every column: ``---``,
+    or ``---:`` to right-align), then a line for each of ``rows``."""
+    return [
+        markdown_row(header),
+        "|" + "|".join(rule for _ in header) + "|",
+        *map(markdown_row, rows),
+    ]
 
 
 @contextmanager

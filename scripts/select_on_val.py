@@ -39,6 +39,7 @@ from benchkit import (
     fit_command,
     last_checkpoint,
     load_json,
+    markdown_table,
     recent_checkpoints,
     run,
     save_json,
@@ -178,8 +179,8 @@ def chosen_setting(per_seed: dict[int, Scores]) -> Setting:
     return Setting.from_key(max(sorted(mean), key=mean.__getitem__))
 
 
-def val_rows(out: Path) -> list[str]:
-    """A Markdown row per recipe: its val-chosen setting and scores (mean ± sd over seeds)."""
+def val_rows(out: Path) -> list[list[str]]:
+    """A table row per recipe: its val-chosen setting and scores (mean ± sd over seeds)."""
     rows = []
     for recipe_dir in sorted(p for p in out.iterdir() if (p / "recipe.json").exists()):
         if not (per_seed := seed_scores(recipe_dir)):
@@ -199,25 +200,16 @@ def val_rows(out: Path) -> list[str]:
         cells.append(
             mean_and_spread([s["bleu_literature"] for s in tested.values()]) if tested else "–"
         )
-        rows.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
     return rows
 
 
 def print_table(out: Path) -> None:
-    lines = [
-        "| recipe | seeds | model | length penalty | val BLEU (lit.) | val sacreBLEU | val chrF "
-        f"| train min | {TEST_SPLIT} BLEU (lit.), scored once |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *val_rows(out),
-    ]
+    scores = ["length penalty", "val BLEU (lit.)", "val sacreBLEU", "val chrF"]
+    header = ["recipe", "seeds", "model", *scores, "train min"]
+    lines = markdown_table([*header, f"{TEST_SPLIT} BLEU (lit.), scored once"], val_rows(out))
     if ensembles := ensemble_rows(out):
-        lines += [
-            "",
-            "| ensemble | members | weights | length penalty | val BLEU (lit.) | val sacreBLEU "
-            "| val chrF |",
-            "|---|---|---|---|---|---|---|",
-            *ensembles,
-        ]
+        lines += ["", *markdown_table(["ensemble", "members", "weights", *scores], ensembles)]
     (out / "val-table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     if found := candidates(out):
@@ -408,8 +400,8 @@ def ensemble_choice(folder: Path) -> tuple[Setting, dict[str, float]]:
     return setting, scores[setting.key]
 
 
-def ensemble_rows(out: Path) -> list[str]:
-    """A Markdown row per ensemble: its members and its val-chosen setting's scores."""
+def ensemble_rows(out: Path) -> list[list[str]]:
+    """A table row per ensemble: its members and its val-chosen setting's scores."""
     rows = []
     for folder in sorted(p for p in out.iterdir() if (p / "ensemble.json").exists()):
         if not (folder / "val.json").exists():
@@ -420,7 +412,7 @@ def ensemble_rows(out: Path) -> list[str]:
         weighting = "equal" if weights is None else ", ".join(f"{w:g}" for w in weights)
         cells = [folder.name, members, weighting, f"{setting.length_penalty:g}"]
         cells += [f"{scores[m]:.2f}" for m in METRICS]
-        rows.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
     return rows
 
 
