@@ -18,7 +18,7 @@ DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
 	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines \
-	bench-serve profile-search profile-engines gpu-wheels gpu-check student
+	bench-serve bench-decoder-shapes profile-search profile-engines gpu-wheels gpu-check student
 
 install: $(STAMP)
 
@@ -150,6 +150,12 @@ profile-search: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
 	$(RUN_PY) scripts/profile_search.py --ckpt $(ENGINES_CKPT) \
 	  --src data/multi30k/test_2016_flickr.en.gz --json $(BENCH)/profile-search.json
+
+# Beam-5 cost of Transformer shapes (the recipe's, the anchor's, shallow decoders) at the
+# same output lengths, untrained: which student shape could decode 2x the recipe; not in `bench`.
+bench-decoder-shapes: $(STAMP) multi30k
+	$(RUN_PY) scripts/bench_decoder_shapes.py --src data/multi30k/test_2016_flickr.en.gz \
+	  --out $(BENCH)/decoder-shapes.json
 
 # `seq2seq serve --ckpt SERVE_CKPT` on 127.0.0.1 under 1, 8 and 32 clients sending single
 # test_2016 sentences, SERVE_SECONDS each: latency, sentences/s, peak RSS, lost requests,

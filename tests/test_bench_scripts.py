@@ -710,3 +710,21 @@ def test_the_committed_val_table_is_what_the_committed_records_give(selection: M
     assert rows and all(row in committed for row in rows)
     table_rows = [line for line in committed if line.startswith("| ") and "---" not in line]
     assert len(table_rows) == len(rows) + 1 + bool(selection.ensemble_rows(records))
+
+
+def test_decoder_shapes_all_decode_every_sentence_to_its_limit(tmp_path: Path):
+    """bench_decoder_shapes.py: the untrained models never choose EOS, so two shapes search
+    the same steps (the source pieces + 2 of each sentence), and the table compares them."""
+    shapes = load_script("bench_decoder_shapes")
+    lines = ["a man rides a bike", "two dogs", "one", "children play in the park today"]
+    (tmp_path / "src.en").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "shapes.json"
+    argv = ["bench_decoder_shapes.py", "--src", str(tmp_path / "src.en"), "--out", str(out)]
+    argv += ["--shapes", "4+4 d128 V8k", "6+1 d128 V10k", "--rounds", "1"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", argv)
+        shapes.main()
+    median = json.loads(out.read_text())["median"]
+    pieces = [int(1.2 * len(line.split())) for line in lines]
+    limits = [n + 1 + 2 for n in pieces]  # the source with its EOS, ratio 1, offset 2
+    assert [result["tokens"] for result in median.values()] == [sum(limits)] * 2
