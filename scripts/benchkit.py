@@ -63,16 +63,9 @@ def markdown_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def markdown_table(
-    header: Sequence[str], rows: Iterable[Sequence[str]], rule: str = "---"
-) -> list[str]:
-    """A Markdown table's lines: ``header``, its rule (``rule`` under every column: ``---``,
-    or ``---:`` to right-align), then a line for each of ``rows``."""
-    return [
-        markdown_row(header),
-        "|" + "|".join(rule for _ in header) + "|",
-        *map(markdown_row, rows),
-    ]
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A Markdown table's lines: ``header``, its rule, then a line for each of ``rows``."""
+    return [markdown_row(header), "|" + "---|" * len(header), *map(markdown_row, rows)]
 
 
 @contextmanager
