@@ -59,7 +59,7 @@ def decode_all(model: Transformer, sources: list[list[int]], max_tokens: int) ->
     ``translate`` batches them."""
     tokens, start = 0, time.perf_counter()
     with torch.inference_mode(), onednn_linears(model):
-        for batch in source_batches(sources, max_tokens, pad_id=0, eos_id=2):
+        for batch in source_batches(sources, max_tokens, model.vocab.pad_id, model.vocab.eos_id):
             nbests = translate_batch(model, batch.src, batch.src_lens, SEARCH)
             tokens += sum(len(hyps[0].tokens) for hyps in nbests)
     return {"sentences_per_s": len(sources) / (time.perf_counter() - start), "tokens": tokens}
