@@ -199,22 +199,27 @@ gpu-check:
 # val; its translations of the training sources beside the original pairs; a student of the
 # anchor's size trained on them and chosen on val; both scored once on each test set the
 # corpus has (`make multi30k` fetches test_2016, test_2017 and mscoco). SEEDS: the seeds
-# of the teacher's recipe and of the student; TEACHER: the seed (or an ensemble) that teaches.
+# of the teacher's recipe and of the student; TEACHER: the seed (or an ensemble) that teaches;
+# STUDENT: `student` (the anchor's shape) or `student-6-2` (six encoder and two decoder layers,
+# an 8k vocabulary: the shape that decodes faster).
 SEEDS ?= 1
 TEACHER ?= anchor:1
+STUDENT ?= student
 ANCHOR_CONFIGS := --config configs/multi30k/base/transformer.yaml \
 	--config configs/multi30k/en-de/transformer-lowercase.yaml \
 	--config configs/multi30k/en-de/transformer-anchor.yaml
+STUDENT_CONFIGS := $(ANCHOR_CONFIGS) \
+	$(if $(filter student-6-2,$(STUDENT)),--config configs/multi30k/en-de/transformer-student-6-2.yaml)
 STUDENT_DATA := data/multi30k-distill-anchor-orig
 SELECT := $(RUN_PY) scripts/select_on_val.py
 TEST_SPLITS := test_2016_flickr test_2017_flickr test_2017_mscoco
 student: $(STAMP) multi30k
 	$(SELECT) train --name anchor --seeds $(SEEDS) $(ANCHOR_CONFIGS)
 	$(SELECT) distill --teacher $(TEACHER) --corpus $(STUDENT_DATA) --keep-originals
-	$(SELECT) --data $(STUDENT_DATA) train --name student --seeds $(SEEDS) $(ANCHOR_CONFIGS)
+	$(SELECT) --data $(STUDENT_DATA) train --name $(STUDENT) --seeds $(SEEDS) $(STUDENT_CONFIGS)
 	for split in $(TEST_SPLITS); do test -f data/multi30k/$$split.en.gz || continue; \
 	  $(SELECT) final --name anchor --test-split $$split --skip-scored || exit 1; \
-	  $(SELECT) final --name student --test-split $$split --skip-scored || exit 1; done
+	  $(SELECT) final --name $(STUDENT) --test-split $$split --skip-scored || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

@@ -94,7 +94,7 @@ def test_every_config_file_belongs_to_a_recipe_that_starts_from_a_base() -> None
     assert used == shipped
     for pair, name in COMPOSITIONS:
         first, *rest = RECIPES[pair][name]
-        assert first in ("base/rnn.yaml", "base/transformer.yaml") and 1 <= len(rest) <= 2
+        assert first in ("base/rnn.yaml", "base/transformer.yaml") and 1 <= len(rest) <= 3
         assert all(path.startswith(f"{pair}/") for path in rest), (pair, name)
 
 
@@ -242,6 +242,26 @@ def test_the_rdrop_recipe_is_the_lowercased_one_with_the_kl_term_in_the_same_hou
     assert without(rdrop, *changes) == without(recipe, *changes)
     assert (rdrop["model"]["rdrop_alpha"], recipe["model"]["rdrop_alpha"]) == (5.0, 0.0)
     assert rdrop["trainer"]["max_epochs"] <= recipe["trainer"]["max_epochs"] // 2
+
+
+def test_the_deep_encoder_student_is_the_anchor_with_layers_moved_to_the_encoder(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """transformer-student-6-2 keeps every setting of the anchor but the layer split (6+2
+    against 4+4), the vocabulary (8k against 10k) and its run folder, and stays a student of
+    at most 3M parameters (issue 40's bound) at its full vocabulary."""
+    student = effective["en-de", "transformer-student-6-2"]
+    anchor = effective["en-de", "transformer-anchor"]
+    layers = [f"model.model.init_args.{side}_layers" for side in ("encoder", "decoder")]
+    changes = [*layers, "data.vocab_size", "trainer.default_root_dir"]
+    assert without(student, *changes) == without(anchor, *changes)
+    shape = student["model"]["model"]["init_args"]
+    assert (shape["encoder_layers"], shape["decoder_layers"]) == (6, 2)
+    assert (student["data"]["vocab_size"], anchor["data"]["vocab_size"]) == (8000, 10000)
+    size = student["data"]["vocab_size"]
+    full = VocabSpec(src_size=size, tgt_size=size, pad_id=0, bos_id=2, eos_id=3, joint=True)
+    parameters = sum(p.numel() for p in build_model(student, full).parameters())
+    assert parameters <= 3_000_000
 
 
 @pytest.mark.parametrize(
