@@ -16,7 +16,7 @@ DEMO_DATA := data/numbers-en-de
 DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
-.PHONY: install demo test test-fast lint multi30k anchor-moses clean-demo bench bench-step bench-speed bench-scale bench-joey \
+.PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
 	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines \
 	bench-serve bench-decoder-shapes profile-search profile-engines gpu-wheels gpu-check student
 
@@ -220,18 +220,6 @@ student: $(STAMP) multi30k
 	for split in $(TEST_SPLITS); do test -f data/multi30k/$$split.en.gz || continue; \
 	  $(SELECT) final --name anchor --test-split $$split --skip-scored || exit 1; \
 	  $(SELECT) final --name $(STUDENT) --test-split $$split --skip-scored || exit 1; done
-
-# The anchor replica on Moses-tokenised text, the published baseline's own tokens (the one
-# setting transformer-anchor.yaml cannot match; about 3 hours a seed on 2 CPU cores), chosen
-# on val and scored once on each test set. SEEDS as for `make student`.
-MOSES_DATA := data/multi30k-moses
-anchor-moses: $(STAMP) multi30k
-	@test -e $(MOSES_DATA) || $(RUN_PY) scripts/moses_corpus.py data/multi30k $(MOSES_DATA) --langs en de
-	$(SELECT) --data $(MOSES_DATA) train --name anchor-moses --seeds $(SEEDS) $(ANCHOR_CONFIGS) \
-	  --config configs/multi30k/en-de/transformer-anchor-moses.yaml
-	for split in $(TEST_SPLITS); do test -f $(MOSES_DATA)/$$split.en.gz || continue; \
-	  $(SELECT) --data $(MOSES_DATA) final --name anchor-moses --test-split $$split --skip-scored \
-	  || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

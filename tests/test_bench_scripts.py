@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import gzip
 import importlib.util
 import json
 import sys
@@ -14,9 +13,6 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
-
-from seq2seq.text.lines import read_lines
-from seq2seq.text.metrics import literature_bleu
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
@@ -732,35 +728,3 @@ def test_decoder_shapes_all_decode_every_sentence_to_its_limit(tmp_path: Path):
     pieces = [int(1.2 * len(line.split())) for line in lines]
     limits = [n + 1 + 2 for n in pieces]  # the source with its EOS, ratio 1, offset 2
     assert [result["tokens"] for result in median.values()] == [sum(limits)] * 2
-
-
-def test_the_moses_corpus_holds_the_literature_tokens_unescaped(tmp_path: Path):
-    """moses_corpus.py: every {split}.{lang} file of the folder, gzipped or not, tokenised as
-    the literature's references are but with quotes left as they are; the literature BLEU of
-    tokenised German against the raw lines is 100 (scoring tokenises it to the same tokens);
-    other files and subfolders stay behind, and the languages can be chosen."""
-    moses = load_script("moses_corpus")
-    src = tmp_path / "corpus"
-    (src / "tok").mkdir(parents=True)
-    raw = {
-        "de": ["Er sagt: „Hallo“.", "Ein Mann's Hut, 5,000 Euro..."],
-        "en": ["Don't panic!", 'A "T-shirt" & a hat.'],
-    }
-    with gzip.open(src / "train.de.gz", "wt", encoding="utf-8") as file:
-        file.write("\n".join(raw["de"]) + "\n")
-    (src / "train.en").write_text("\n".join(raw["en"]) + "\n", encoding="utf-8")
-    (src / "train.fr").write_text("Bonjour.\n", encoding="utf-8")
-    (src / "README.md").write_text("not a corpus file\n")
-    (src / "tok" / "val.de").write_text("nor this\n")
-
-    written = moses.tokenise_corpus(src, tmp_path / "moses", ["de", "en"])
-
-    assert sorted(p.name for p in written) == ["train.de.gz", "train.en.gz"]
-    assert sorted(p.name for p in (tmp_path / "moses").iterdir()) == ["train.de.gz", "train.en.gz"]
-    tokens = {lang: read_lines(tmp_path / "moses" / f"train.{lang}.gz") for lang in raw}
-    assert tokens["de"] == ['er sagt : " hallo " .', "ein mann ' s hut , 5,000 euro ..."]
-    assert tokens["en"] == ["don 't panic !", 'a " t-shirt " & a hat .']
-    assert literature_bleu(tokens["de"], raw["de"], "de")["score"] == pytest.approx(100.0)
-    # English splits an apostrophe again ("don 't" -> "don ' t"): a target side to score
-    # must be German (or another language without that rule), as the anchor's is
-    assert literature_bleu(tokens["en"], raw["en"], "en")["score"] < 100.0

@@ -244,24 +244,6 @@ def test_the_rdrop_recipe_is_the_lowercased_one_with_the_kl_term_in_the_same_hou
     assert rdrop["trainer"]["max_epochs"] <= recipe["trainer"]["max_epochs"] // 2
 
 
-def test_the_moses_anchor_is_the_anchor_reading_the_tokenised_corpus(
-    effective: dict[tuple[str, str], dict[str, Any]],
-) -> None:
-    """transformer-anchor-moses changes the corpus (and its run folder) alone: the same
-    SentencePiece settings learnt over Moses tokens instead of raw text."""
-    moses, anchor = (
-        effective["en-de", "transformer-anchor-moses"],
-        effective["en-de", "transformer-anchor"],
-    )
-    changes = ["data.source", "trainer.default_root_dir"]
-    assert without(moses, *changes) == without(anchor, *changes)
-    assert (moses["data"]["source"], anchor["data"]["source"]) == (
-        "data/multi30k-moses",
-        "data/multi30k",
-    )
-    assert vocabulary(moses) == vocabulary(anchor)
-
-
 def test_the_deep_encoder_student_is_the_anchor_with_layers_moved_to_the_encoder(
     effective: dict[tuple[str, str], dict[str, Any]],
 ) -> None:

@@ -123,19 +123,17 @@ def _moses(lang: str) -> tuple[MosesPunctNormalizer, MosesTokenizer]:
     return MosesPunctNormalizer(lang=lang, perl_parity=True), MosesTokenizer(lang=lang)
 
 
-def literature_tokenize(line: str, lang: str, escape: bool = True) -> str:
+def literature_tokenize(line: str, lang: str) -> str:
     """Lowercase, Moses-normalise punctuation, Moses-tokenise with XML escaping (``&apos;``).
 
     Reproduces the Multi30k ``*.lc.norm.tok.*`` references, i.e.
     ``lowercase | normalize-punctuation.perl -l L | tokenizer.perl -l L``, tokens joined by
     single spaces. The newline appended before normalising stands in for the one Perl keeps
     on each line: some rules only fire before it, e.g. German/French ``tea."`` -> ``tea".``.
-    ``escape=False`` leaves ``'``, ``"``, ``&``... as they are: text to train on, which
-    scoring tokenises again to the same tokens.
     """
     normalizer, tokenizer = _moses(lang)
     normalized = normalizer.normalize(line.rstrip("\n").lower() + "\n")
-    return tokenizer.tokenize(normalized, return_str=True, escape=escape)
+    return tokenizer.tokenize(normalized, return_str=True, escape=True)
 
 
 def _literature_metric() -> BLEU:
