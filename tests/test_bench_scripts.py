@@ -14,6 +14,8 @@ from types import ModuleType, SimpleNamespace
 import pytest
 import torch
 
+from seq2seq.text.tokenizer import Tokenizer, VocabSettings
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
@@ -728,3 +730,25 @@ def test_decoder_shapes_all_decode_every_sentence_to_its_limit(tmp_path: Path):
     pieces = [int(1.2 * len(line.split())) for line in lines]
     limits = [n + 1 + 2 for n in pieces]  # the source with its EOS, ratio 1, offset 2
     assert [result["tokens"] for result in median.values()] == [sum(limits)] * 2
+
+
+def test_segmentations_are_compared_token_by_token_without_their_markers():
+    """compare_segmentation.py: a token's SentencePiece pieces spell it without the
+    word-start marker or an empty piece (punctuation learnt attached to words comes as the
+    marker alone, then itself), and the tokens two cuts disagree on are counted."""
+    segmentation = load_script("compare_segmentation")
+    text = ["ein mann fährt ein fahrrad.", "zwei männer fahren.", "ein hund, eine katze."]
+    tokenizer = Tokenizer.train(text * 5, VocabSettings(vocab_size=300, model_type="bpe"))
+    cut = segmentation.sentencepiece_cut(tokenizer)
+    for token in ["mann", "fahrrad", ".", ",", "katzen"]:
+        pieces = cut(token)
+        assert "".join(pieces) == token and all(pieces), pieces
+
+    def whole(token: str) -> list[str]:
+        return [token]
+
+    def halves(token: str) -> list[str]:
+        return [token[:2], token[2:]] if len(token) > 2 else [token]
+
+    tokens = ["ab", "abc", "abc", "xyzw"]
+    assert segmentation.differently_cut(tokens, whole, halves) == {"abc": 2, "xyzw": 1}
