@@ -4,7 +4,8 @@ The replica learns a SentencePiece BPE of 10k pieces over lowercased raw text (o
 recipe); the baseline (Wu et al., 2021) learnt 10k joint subword-nmt merges over
 lowercased, Moses-tokenised text. Both are learnt here from the training split of both
 sides, then compared on the target side of a test split: pieces a sentence, and the Moses
-tokens the two cut otherwise (XML escapes such as ``&quot;`` aside). Needs subword-nmt,
+tokens the two cut otherwise (XML escapes such as ``&quot;`` aside). A third, SentencePiece
+learnt over the Moses tokens, shows what the tokenisation alone changes. Needs subword-nmt,
 which seq2seq does not depend on (``pip install subword-nmt``).
 
     python scripts/compare_segmentation.py --data data/multi30k
@@ -51,6 +52,11 @@ def subword_nmt_cut(train: list[str], merges: int) -> Cut:
     return lambda token: [p.removesuffix("@@") for p in bpe.process_line(token).split()]
 
 
+def pieces(tokenizer: Tokenizer) -> list[str]:
+    """Every piece of ``tokenizer``'s vocabulary."""
+    return tokenizer.id_to_piece(range(tokenizer.size))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/multi30k"))
@@ -63,6 +69,7 @@ def main() -> None:
     spm = Tokenizer.train([line for lines in train.values() for line in lines], settings)
     tokenised = [literature_tokenize(line, lang) for lang, lines in train.items() for line in lines]
     swn = subword_nmt_cut(tokenised, args.size)
+    spm_moses = Tokenizer.train(tokenised, settings)  # the Moses tokenisation alone
     target = args.pair[1]
     test = read_lines(args.data / f"{args.test_split}.{target}.gz")
     moses = [literature_tokenize(line, target).split() for line in test]
@@ -74,6 +81,10 @@ def main() -> None:
     print(f"pieces a sentence: SentencePiece {statistics.mean(spm_pieces):.2f}, "
           f"subword-nmt {statistics.mean(swn_pieces):.2f}")  # fmt: skip
     print(f"tokens cut otherwise: {differ.total()} ({100 * differ.total() / len(tokens):.1f}%)")
+    shared = set(pieces(spm)) & set(pieces(spm_moses))
+    moses_pieces = [len(spm_moses.pieces(" ".join(sentence))) for sentence in moses]
+    print(f"SentencePiece over Moses tokens: {len(shared)} of its {spm_moses.size} pieces "
+          f"ours too, {statistics.mean(moses_pieces):.2f} pieces a sentence")  # fmt: skip
     held = sum(any(token in differ for token in sentence) for sentence in moses)
     print(f"sentences holding one or more: {held} of {len(test)}")
     print("most frequent:", ", ".join(f"{token} {count}" for token, count in differ.most_common(8)))
