@@ -214,6 +214,7 @@ STUDENT_DATA := data/multi30k-distill-anchor-orig
 SELECT := $(RUN_PY) scripts/select_on_val.py
 TEST_SPLITS := test_2016_flickr test_2017_flickr test_2017_mscoco
 student: $(STAMP) multi30k
+	@$(if $(filter student student-6-2,$(STUDENT)),true,echo "STUDENT=$(STUDENT): it is student or student-6-2" >&2; exit 2)
 	$(SELECT) train --name anchor --seeds $(SEEDS) $(ANCHOR_CONFIGS)
 	$(SELECT) distill --teacher $(TEACHER) --corpus $(STUDENT_DATA) --keep-originals
 	$(SELECT) --data $(STUDENT_DATA) train --name $(STUDENT) --seeds $(SEEDS) $(STUDENT_CONFIGS)
