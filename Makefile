@@ -200,21 +200,23 @@ gpu-check:
 # anchor's size trained on them and chosen on val; both scored once on each test set the
 # corpus has (`make multi30k` fetches test_2016, test_2017 and mscoco). SEEDS: the seeds
 # of the teacher's recipe and of the student; TEACHER: the seed (or an ensemble) that teaches;
-# STUDENT: `student` (the anchor's shape) or `student-6-2` (six encoder and two decoder layers,
-# an 8k vocabulary: the shape that decodes faster).
+# STUDENT: `student` (the anchor's shape) or the name of a student overlay
+# configs/multi30k/en-de/transformer-student-NAME.yaml, such as `student-6-2` (six encoder and two
+# decoder layers, an 8k vocabulary: the shape that decodes faster).
 SEEDS ?= 1
 TEACHER ?= anchor:1
 STUDENT ?= student
 ANCHOR_CONFIGS := --config configs/multi30k/base/transformer.yaml \
 	--config configs/multi30k/en-de/transformer-lowercase.yaml \
 	--config configs/multi30k/en-de/transformer-anchor.yaml
-STUDENT_CONFIGS := $(ANCHOR_CONFIGS) \
-	$(if $(filter student-6-2,$(STUDENT)),--config configs/multi30k/en-de/transformer-student-6-2.yaml)
+STUDENT_OVERLAY := $(wildcard configs/multi30k/en-de/transformer-$(filter student-%,$(STUDENT)).yaml)
+STUDENT_CONFIGS := $(ANCHOR_CONFIGS) $(addprefix --config ,$(STUDENT_OVERLAY))
 STUDENT_DATA := data/multi30k-distill-anchor-orig
 SELECT := $(RUN_PY) scripts/select_on_val.py
 TEST_SPLITS := test_2016_flickr test_2017_flickr test_2017_mscoco
 student: $(STAMP) multi30k
-	@$(if $(filter student student-6-2,$(STUDENT)),true,echo "STUDENT=$(STUDENT): it is student or student-6-2" >&2; exit 2)
+	@$(if $(filter student,$(STUDENT))$(STUDENT_OVERLAY),true,echo "STUDENT=$(STUDENT): it is \
+	  student, or student-NAME with a configs/multi30k/en-de/transformer-student-NAME.yaml" >&2; exit 2)
 	$(SELECT) train --name anchor --seeds $(SEEDS) $(ANCHOR_CONFIGS)
 	$(SELECT) distill --teacher $(TEACHER) --corpus $(STUDENT_DATA) --keep-originals
 	$(SELECT) --data $(STUDENT_DATA) train --name $(STUDENT) --seeds $(SEEDS) $(STUDENT_CONFIGS)
