@@ -81,13 +81,13 @@ def main() -> None:
     print(f"pieces a sentence: SentencePiece {statistics.mean(spm_pieces):.2f}, "
           f"subword-nmt {statistics.mean(swn_pieces):.2f}")  # fmt: skip
     print(f"tokens cut otherwise: {differ.total()} ({100 * differ.total() / len(tokens):.1f}%)")
+    held = sum(any(token in differ for token in sentence) for sentence in moses)
+    print(f"sentences holding one or more: {held} of {len(test)}")
+    print("most frequent:", ", ".join(f"{token} {count}" for token, count in differ.most_common(8)))
     shared = set(pieces(spm)) & set(pieces(spm_moses))
     moses_pieces = [len(spm_moses.pieces(" ".join(sentence))) for sentence in moses]
     print(f"SentencePiece over Moses tokens: {len(shared)} of its {spm_moses.size} pieces "
           f"ours too, {statistics.mean(moses_pieces):.2f} pieces a sentence")  # fmt: skip
-    held = sum(any(token in differ for token in sentence) for sentence in moses)
-    print(f"sentences holding one or more: {held} of {len(test)}")
-    print("most frequent:", ", ".join(f"{token} {count}" for token, count in differ.most_common(8)))
 
 
 if __name__ == "__main__":
