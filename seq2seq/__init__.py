@@ -35,6 +35,7 @@ _EXPORTS = {  # name -> the module that defines it
     "Attention": "seq2seq.translation_model",
     "Evaluation": "seq2seq.translation_model",
     "SearchSettings": "seq2seq.inference.search",
+    "Recaser": "seq2seq.text.casing",
     # train from Python as `seq2seq fit` does
     "fit": "seq2seq.commands.fit",
     # the masks every attention module uses, and the Transformer's positions
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from seq2seq.inspection.heatmap import heatmap as heatmap
     from seq2seq.masking import masked_softmax as masked_softmax
     from seq2seq.masking import sequence_mask as sequence_mask
+    from seq2seq.text.casing import Recaser as Recaser
     from seq2seq.transformer import sinusoidal_table as sinusoidal_table
     from seq2seq.translation_model import Attention as Attention
     from seq2seq.translation_model import Evaluation as Evaluation

@@ -41,6 +41,7 @@ from seq2seq.inspection.collect import (
 )
 from seq2seq.inspection.maps import check_layer_choice, summary_map
 from seq2seq.inspection.word_alignments import Link, Method, extract_links
+from seq2seq.text.casing import Recaser
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -162,11 +163,14 @@ class TranslationModel:
             ``load`` was given; ``translate`` and ``score`` change a copy per call
         max_tokens: source pieces per batch, padding included
         max_source_len: longer sources are cut to this many pieces, with a warning
+        recaser: restores case to the translations (of a model trained on lowercased
+            text); None: they are the model's own text
     """
 
     search: SearchSettings
     max_tokens: int = 4096
     max_source_len: int = 512
+    recaser: Recaser | None = None
 
     @property
     def tgt_lang(self) -> str | None:
@@ -196,13 +200,34 @@ class TranslationModel:
     ) -> Iterator[Translation]:
         """The translations of ``lines`` as they come, in input order, translated in chunks
         (a ``None`` in ``lines``: the input paused, so the chunk ends early)."""
-        raise NotImplementedError
+        return map(self._recased, self._stream(lines, progress, search or self.search))
 
     def translate_all(
         self, lines: Sequence[str], progress: bool = False, search: SearchSettings | None = None
     ) -> list[Translation]:
         """Every line's ``Translation`` (its n-best hypotheses and scores), in order."""
-        return list(self.stream(lines, progress, search))
+        translations = self._translate_all(lines, progress, search or self.search)
+        return [self._recased(translation) for translation in translations]
+
+    def _stream(
+        self, lines: Iterable[str | None], progress: bool, search: SearchSettings
+    ) -> Iterator[Translation]:
+        """``stream`` before recasing: the model's own output."""
+        raise NotImplementedError
+
+    def _translate_all(
+        self, lines: Sequence[str], progress: bool, search: SearchSettings
+    ) -> list[Translation]:
+        """``translate_all`` before recasing."""
+        return list(self._stream(lines, progress, search))
+
+    def _recased(self, translation: Translation) -> Translation:
+        """``translation`` with every hypothesis's text recased (unchanged without a
+        ``recaser``)."""
+        if self.recaser is None:
+            return translation
+        texts = [self.recaser.recase(text) for text in translation.texts]
+        return dataclasses.replace(translation, texts=texts)
 
     def searching(self, **options: Any) -> SearchSettings:
         """The model's search changed by ``options`` (``beam``, ``n_best``,
@@ -302,23 +327,20 @@ class CheckpointModel(TranslationModel):
     def source_pieces(self, text: str) -> int:
         return len(self.trained.vocab.src.encode(text))
 
-    def stream(
-        self,
-        lines: Iterable[str | None],
-        progress: bool = False,
-        search: SearchSettings | None = None,
+    def _stream(
+        self, lines: Iterable[str | None], progress: bool, search: SearchSettings
     ) -> Iterator[Translation]:
         return translate_stream(
-            self.trained, lines, search or self.search, self.max_tokens, progress=progress,
+            self.trained, lines, search, self.max_tokens, progress=progress,
             max_source_len=self.max_source_len,
         )  # fmt: skip
 
-    def translate_all(
-        self, lines: Sequence[str], progress: bool = False, search: SearchSettings | None = None
+    def _translate_all(
+        self, lines: Sequence[str], progress: bool, search: SearchSettings
     ) -> list[Translation]:
         """Batched by length over all of ``lines`` at once, not chunk by chunk."""
         return translate_lines(
-            self.trained, lines, search or self.search, self.max_tokens, progress=progress,
+            self.trained, lines, search, self.max_tokens, progress=progress,
             max_source_len=self.max_source_len,
         )  # fmt: skip
 
@@ -355,16 +377,13 @@ class ExportModel(TranslationModel):
     def source_pieces(self, text: str) -> int:
         return len(self.exported.src.encode(text))
 
-    def stream(
-        self,
-        lines: Iterable[str | None],
-        progress: bool = False,
-        search: SearchSettings | None = None,
+    def _stream(
+        self, lines: Iterable[str | None], progress: bool, search: SearchSettings
     ) -> Iterator[Translation]:
         from seq2seq.inference.ct2_translate import translate_stream_ct2
 
         return translate_stream_ct2(
-            self.exported, lines, search or self.search, self.max_tokens, progress=progress,
+            self.exported, lines, search, self.max_tokens, progress=progress,
             max_source_len=self.max_source_len,
         )  # fmt: skip
 
@@ -389,6 +408,7 @@ def load(
     workers: int = 1,
     export: bool | None = None,
     attention_from: int | None = None,
+    recase: str | Path | Recaser | None = None,
     **search: Any,
 ) -> TranslationModel:
     """Open a model to translate with.
@@ -406,6 +426,8 @@ def load(
             saying so); None: a folder holding CTranslate2's ``model.bin`` is one.
         attention_from: with several checkpoints, the member (0 is the first) whose own
             attention ``attention`` shows; None: the members' mean over heads and layers.
+        recase: a casing table (``seq2seq recase --learn``'s file, or a ``Recaser``) that
+            restores case to the translations of a model trained on lowercased text.
         search: the search to use unless a call says otherwise (``beam``, ``n_best``,
             ``length_penalty``, ``max_len_ratio``, ``max_len_offset``, ``bf16``); unset
             ones keep the model's own (its config's test search).
@@ -413,6 +435,8 @@ def load(
     paths = [model] if isinstance(model, str | Path) else list(model)
     if not paths:
         raise Seq2SeqError("no model given: a checkpoint, several, or an export's folder")
+    # the table before any model is read: a wrong path fails at once
+    recaser = Recaser.load(recase) if isinstance(recase, str | Path) else recase
     if export and len(paths) != 1:
         raise Seq2SeqError(f"an export is one folder, got {len(paths)} paths")
     if export or (export is None and len(paths) == 1 and is_export(paths[0])):
@@ -441,4 +465,4 @@ def load(
             )
         trained = load_ensemble([str(p) for p in paths], attention_from, weights)
         opened = CheckpointModel(trained.search, max_tokens, max_source_len, trained=trained)
-    return dataclasses.replace(opened, search=opened.searching(**search))
+    return dataclasses.replace(opened, search=opened.searching(**search), recaser=recaser)

@@ -23,6 +23,7 @@ from jsonargparse import ArgumentParser
 import seq2seq.commands.translate  # noqa: F401
 import seq2seq.commands.checkpoint  # noqa: F401
 import seq2seq.commands.corpus  # noqa: F401
+import seq2seq.commands.recase  # noqa: F401
 import seq2seq.commands.distill  # noqa: F401
 import seq2seq.commands.attention  # noqa: F401
 import seq2seq.commands.serve  # noqa: F401

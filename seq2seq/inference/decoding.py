@@ -58,12 +58,15 @@ class ModelOptions:
         ctranslate2_workers: with --ctranslate2, batches translated side by side by this
             many workers, which share the threads (CTranslate2's inter_threads): more
             sentences/s over many batches, no gain on one batch
+        recase: a casing table written by `seq2seq recase --learn`: restores case to the
+            translations of a model trained on lowercased text (data.lowercase)
     """
 
     ckpt: list[str] | None = None
     ensemble_weight: list[float] | None = None
     ctranslate2: str | None = None
     ctranslate2_workers: Annotated[int, Range(1)] = 1
+    recase: str | None = None
 
     @property
     def paths(self) -> list[str]:
