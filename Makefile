@@ -198,7 +198,9 @@ gpu-check:
 # runs/selection; about 7 hours on 2 CPU cores): the anchor replica as the teacher, chosen on
 # val; its translations of the training sources beside the original pairs; a student of the
 # anchor's size trained on them and chosen on val; both scored once on each test set the
-# corpus has (`make multi30k` fetches test_2016, test_2017 and mscoco). SEEDS: the seeds
+# corpus has (`make multi30k` fetches test_2016, test_2017 and mscoco), their lowercase
+# translations recased by the word forms of the cased training targets (CASING), so that
+# sacreBLEU scores cased text beside the literature's lowercased BLEU. SEEDS: the seeds
 # of the teacher's recipe and of the student; TEACHER: the seed (or an ensemble) that teaches;
 # STUDENT: `student` (the anchor's shape) or the name of a student overlay
 # configs/multi30k/en-de/transformer-student-NAME.yaml, such as `student-6-2` (six encoder and two
@@ -214,15 +216,20 @@ STUDENT_CONFIGS := $(ANCHOR_CONFIGS) $(addprefix --config ,$(STUDENT_OVERLAY))
 STUDENT_DATA := data/multi30k-distill-anchor-orig
 SELECT := $(RUN_PY) scripts/select_on_val.py
 TEST_SPLITS := test_2016_flickr test_2017_flickr test_2017_mscoco
-student: $(STAMP) multi30k
+CASING := data/casing/multi30k.de.json
+$(CASING): | $(STAMP) multi30k
+	mkdir -p $(dir $@)
+	$(SEQ2SEQ) recase --learn data/multi30k/train.de.gz --table $@
+student: $(STAMP) multi30k $(CASING)
 	@$(if $(filter student,$(STUDENT))$(STUDENT_OVERLAY),true,echo "STUDENT=$(STUDENT): it is \
 	  student, or student-NAME with a configs/multi30k/en-de/transformer-student-NAME.yaml" >&2; exit 2)
 	$(SELECT) train --name anchor --seeds $(SEEDS) $(ANCHOR_CONFIGS)
 	$(SELECT) distill --teacher $(TEACHER) --corpus $(STUDENT_DATA) --keep-originals
 	$(SELECT) --data $(STUDENT_DATA) train --name $(STUDENT) --seeds $(SEEDS) $(STUDENT_CONFIGS)
 	for split in $(TEST_SPLITS); do test -f data/multi30k/$$split.en.gz || continue; \
-	  $(SELECT) final --name anchor --test-split $$split --skip-scored || exit 1; \
-	  $(SELECT) final --name $(STUDENT) --test-split $$split --skip-scored || exit 1; done
+	  $(SELECT) final --name anchor --test-split $$split --skip-scored --recase $(CASING) || exit 1; \
+	  $(SELECT) final --name $(STUDENT) --test-split $$split --skip-scored --recase $(CASING) \
+	  || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

@@ -370,11 +370,13 @@ def evaluate(
     bf16: bool = False,
     length_penalty: float | None = None,
     ensemble_weights: list[float] | None = None,
+    recase: Path | None = None,
 ) -> dict[str, Any]:
     """Scores and decoding speed from ``seq2seq evaluate --json`` (the hypotheses kept in
     ``folder``), and its peak RSS. Several checkpoints decode as an ensemble, weighted by
     ``ensemble_weights`` (default: equally); the length penalty is the checkpoint's unless
-    given; ``bf16`` searches under bf16 autocast."""
+    given; ``bf16`` searches under bf16 autocast; ``recase``: the casing table that recases
+    the translations before they are scored."""
     members = [checkpoint] if isinstance(checkpoint, str) else checkpoint
     command = [*SEQ2SEQ, "evaluate", *(a for m in members for a in ("--ckpt", m))]
     command += ["--src", str(src), "--ref", str(ref)]
@@ -383,6 +385,7 @@ def evaluate(
     command += [] if length_penalty is None else ["--length-penalty", str(length_penalty)]
     if ensemble_weights is not None:
         command += ["--ensemble-weight", *map(str, ensemble_weights)]
+    command += [] if recase is None else ["--recase", str(recase)]
     usage = run(command, folder / "evaluate.json", folder / "evaluate.log")
     if usage.status != 0:
         raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")

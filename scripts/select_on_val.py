@@ -75,13 +75,14 @@ class Setting:
 
 def evaluate(
     checkpoint: Path | list[Path], src: Path, ref: Path, folder: Path, beam: int, lp: float,
-    weights: list[float] | None = None,
+    weights: list[float] | None = None, recase: Path | None = None,
 ) -> dict[str, float]:  # fmt: skip
     """The scores of one checkpoint (several: an ensemble, weighted by ``weights``, default
-    equally) under one length penalty; the hypotheses are kept in ``folder``."""
+    equally) under one length penalty, its translations recased by the table ``recase`` if
+    given; the hypotheses are kept in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     members = [str(c) for c in checkpoint] if isinstance(checkpoint, list) else str(checkpoint)
-    scores = evaluate_command(members, src, ref, folder, beam, False, lp, weights)
+    scores = evaluate_command(members, src, ref, folder, beam, False, lp, weights, recase)
     return {metric: scores[metric] for metric in METRICS}
 
 
@@ -309,7 +310,7 @@ def final(args: argparse.Namespace) -> None:
     record = final_ensemble(args, folder) if is_ensemble else final_seeds(args, folder, seeds)
     history.append({
         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "split": args.test_split,
-        "beam": args.beam, **record,
+        "beam": args.beam, **({"recase": str(args.recase)} if args.recase else {}), **record,
     })  # fmt: skip
     save_json(record_path, history)
     for metric in METRICS:
@@ -334,7 +335,9 @@ def final_seeds(
         folder = recipe_dir / f"seed{seed}"
         checkpoint = final_models(folder / "run", folder)[setting.model]
         scratch = folder / args.test_split
-        scores[seed] = evaluate(checkpoint, *test, scratch, args.beam, setting.length_penalty)
+        scores[seed] = evaluate(
+            checkpoint, *test, scratch, args.beam, setting.length_penalty, recase=args.recase
+        )
     return {"setting": setting.key, "scores": scores}
 
 
@@ -433,10 +436,12 @@ def final_ensemble(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     scores = {}
     for member, (model, member_setting) in chosen.items():
         scores[member] = evaluate(model, *test, scratch[member], args.beam,
-                                  member_setting.length_penalty)  # fmt: skip
+                                  member_setting.length_penalty, recase=args.recase)  # fmt: skip
     models = [model for model, _ in chosen.values()]
     weights, penalty = ensemble_weights(setting.model), setting.length_penalty
-    scores[ENSEMBLE] = evaluate(models, *test, scratch[ENSEMBLE], args.beam, penalty, weights)
+    scores[ENSEMBLE] = evaluate(
+        models, *test, scratch[ENSEMBLE], args.beam, penalty, weights, args.recase
+    )
     best = max(members, key=lambda m: scores[m]["bleu_literature"])
     hypotheses = [read_lines(scratch[name] / "hypotheses.txt") for name in (best, ENSEMBLE)]
     target_lang = args.pair.split("-")[1]
@@ -525,6 +530,11 @@ def parse_args() -> argparse.Namespace:
     final_command.add_argument(
         "--skip-scored", action="store_true", help="a split scored already: print its score"
     )
+    final_command.add_argument(
+        "--recase", type=Path,
+        help="a casing table (seq2seq recase --learn) that recases the translations of a "
+        "lowercased recipe, so that sacreBLEU scores cased text",
+    )  # fmt: skip
     distill_command = commands.add_parser(
         "distill", help="a student's corpus: the training sources translated by a teacher"
     )

@@ -337,7 +337,7 @@ def test_selection_scores_a_recipe_on_each_test_set_only_once(
     write_json(tmp_path / "anchor" / "final.json", scored)
     args = argparse.Namespace(
         out=tmp_path, name="anchor", again=False, skip_scored=False,
-        test_split="test_2016_flickr", data=tmp_path, pair="en-de", beam=5,
+        test_split="test_2016_flickr", data=tmp_path, pair="en-de", beam=5, recase=None,
     )  # fmt: skip
     with pytest.raises(SystemExit, match="scored on test_2016_flickr already"):
         selection.final(args)
@@ -368,10 +368,11 @@ def test_a_seed_trained_after_the_scoring_is_scored_alone_and_once(
                "scores": {"1": {"bleu_literature": 40.2}}}]  # fmt: skip
     write_json(tmp_path / "anchor" / "final.json", scored)
     write_seed(tmp_path / "anchor", 2, {"last-10@lp2": 40.0, "last-5@lp2": 41.0})
-    evaluated = []
+    evaluated, recased = [], []
 
-    def evaluate(checkpoint: Path, *args: object) -> dict[str, float]:
+    def evaluate(checkpoint: Path, *args: object, recase: Path | None = None) -> dict:
         evaluated.append(checkpoint)
+        recased.append(recase)
         return {"bleu_literature": 40.9, "bleu": 20.0, "chrf": 51.0}
 
     models = lambda run, folder: {"last-5": folder / "last-5.ckpt", "last-10": folder / "x"}  # noqa: E731
@@ -380,11 +381,14 @@ def test_a_seed_trained_after_the_scoring_is_scored_alone_and_once(
     args = argparse.Namespace(
         out=tmp_path, name="anchor", again=False, skip_scored=True,
         test_split="test_2016_flickr", data=tmp_path, pair="en-de", beam=5,
+        recase=tmp_path / "casing.de.json",
     )  # fmt: skip
     selection.final(args)  # even as `make student` asks it (--skip-scored)
     assert evaluated == [tmp_path / "anchor" / "seed2" / "last-5.ckpt"]  # seed 1 not again
+    assert recased == [args.recase]  # its translations recased, and the record says so
     history = json.loads((tmp_path / "anchor" / "final.json").read_text())
     assert history[0] == scored[0]
+    assert history[1]["recase"] == str(args.recase)
     assert history[1]["setting"] == "last-5@lp2"  # val's choice over both seeds now
     assert list(history[1]["scores"]) == ["2"]
     assert selection.first_test_scores(tmp_path / "anchor") == {
@@ -523,7 +527,7 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
     outputs["ensemble"] = refs
     calls = []
 
-    def fake_evaluate(model, src, ref_path, folder, beam, lp, weights=None):
+    def fake_evaluate(model, src, ref_path, folder, beam, lp, weights=None, recase=None):
         name = "ensemble" if isinstance(model, list) else str(model)
         calls.append((name, lp, weights))
         folder.mkdir(parents=True, exist_ok=True)
@@ -536,7 +540,8 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
     monkeypatch.setattr(selection, "member_model", lambda out, member: (member, chosen))
     monkeypatch.setattr(selection, "split_files", lambda *args: (ref, ref))
     args = argparse.Namespace(out=tmp_path, name="pair", again=False, data=tmp_path,
-                              test_split="test_2016_flickr", pair="en-de", beam=5)  # fmt: skip
+                              test_split="test_2016_flickr", pair="en-de", beam=5,
+                              recase=None)  # fmt: skip
     selection.final(args)
     assert calls == [("anchor:1", 1.5, None), ("anchor:2", 1.5, None), ("ensemble", 1.0, [3, 1])]
     (record,) = json.loads((tmp_path / "pair" / "final.json").read_text())
