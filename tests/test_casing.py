@@ -43,6 +43,14 @@ def test_a_word_takes_its_most_frequent_form_away_from_the_line_start() -> None:
     assert recaser.recase("wir essen ein buch am strand.") == "Wir essen ein Buch am Strand."
 
 
+def test_a_word_seen_in_several_forms_takes_the_one_its_neighbours_suggest() -> None:
+    recaser = Recaser.learn(GERMAN)
+    assert set(recaser.ambiguous) == {"essen"}
+    assert recaser.recase("sie essen suppe.") == "Sie essen Suppe."
+    assert recaser.recase("das essen ist warm.") == "Das Essen ist warm."
+    assert recaser.recase("zwei essen.") == "Zwei essen."  # no telling neighbour: the count
+
+
 def test_the_first_letter_is_capitalised_past_leading_punctuation() -> None:
     recaser = Recaser.learn(GERMAN)
     assert recaser.recase('"ein mann" fährt.') == '"Ein Mann" fährt.'
@@ -55,6 +63,16 @@ def test_unseen_words_follow_the_case_of_the_texts_rare_words() -> None:
     assert german.capitalise_unknown and not english.capitalise_unknown
     assert german.recase("ein gartenzwerg") == "Ein Gartenzwerg"
     assert english.recase("a gnome sings") == "A gnome sings"
+
+
+def test_an_unseen_words_ending_decides_its_case_where_it_can() -> None:
+    """German-like text whose words seen once are nouns, but for five adjectives on -ende."""
+    adjectives = ["laufende", "singende", "lachende", "tanzende", "wartende"]
+    nouns = ["Haus", "Baum", "Hund", "Katze", "Wiese", "Straße", "Brücke", "Tür", "Bank"]
+    lines = [f"Da {word} x" for word in adjectives + nouns]
+    recaser = Recaser.learn(lines)
+    assert recaser.endings["nde"] is False and recaser.capitalise_unknown
+    assert recaser.recase("da rufende gartenzwerg") == "Da rufende Gartenzwerg"
 
 
 def test_the_table_is_the_same_whatever_the_order_of_its_text() -> None:
@@ -80,8 +98,8 @@ def test_a_table_is_saved_and_loaded_unchanged(tmp_path: Path) -> None:
     [
         (None, "no such file"),
         ("{not json", "not a casing table ("),
-        (json.dumps({"format": 99, "forms": {}}), "not a casing table of format 1"),
-        (json.dumps({"format": 1, "forms": [], "capitalise_unknown": True}), "a damaged"),
+        (json.dumps({"format": 1, "forms": {}}), "not a casing table of format 2 (learn"),
+        (json.dumps({"format": 2, "forms": {}, "capitalise_unknown": True}), "a damaged"),
     ],
 )
 def test_anything_but_a_table_is_a_data_error_naming_the_file(
@@ -104,7 +122,10 @@ def test_the_command_learns_a_table_and_recases_stdin_and_files(
     table = tmp_path / "casing.json"
     learned = run_here("recase", "--learn", str(cased), "--table", str(table))
     assert learned.returncode == 0
-    assert learned.stdout == f"{table}: the forms of 36 words (unseen words capitalised)\n"
+    assert learned.stdout == (
+        f"{table}: the forms of 36 words, 1 of them chosen by their neighbours; unseen words "
+        "by 2 endings\n"
+    )
     assert Recaser.load(table) == Recaser.learn(GERMAN)
     lowered = "wir essen suppe.\nzwei hunde.\n"
     assert run_here("recase", "--table", str(table), stdin=lowered).stdout == (

@@ -61,8 +61,11 @@ def recase(
     if Path(table).exists() and not force:
         raise UsageError(f"--table {table} exists; give another file, or --force to replace it")
     recaser = Recaser.learn(iter_lines(learn))
-    unknown = "capitalised" if recaser.capitalise_unknown else "kept as written"
-    print(f"{recaser.save(table)}: the forms of {len(recaser)} words (unseen words {unknown})")
+    print(
+        f"{recaser.save(table)}: the forms of {len(recaser)} words, "
+        f"{len(recaser.ambiguous)} of them chosen by their neighbours; "
+        f"unseen words by {len(recaser.endings)} endings"
+    )
 
 
 def _stdin_lines() -> Iterable[str]:
