@@ -112,6 +112,8 @@ def test_anything_but_a_table_is_a_data_error_naming_the_file(
         Recaser.load(path)
     with pytest.raises(DataError, match="no words"):
         Recaser.learn(["", "... !"])
+    with pytest.raises(TypeError, match="reads its lines twice"):
+        Recaser.learn(iter(GERMAN))
 
 
 def test_the_command_learns_a_table_and_recases_stdin_and_files(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from seq2seq.common.errors import DataError
-from seq2seq.text.lines import read_lines
+from seq2seq.text.lines import TextLines, read_lines
 
 
 def write(path: Path, text: str) -> Path:
@@ -40,3 +40,11 @@ def test_read_lines_errors_name_the_file(tmp_path: Path) -> None:
     (tmp_path / "fake.gz").write_bytes(b"not gzip")
     with pytest.raises(DataError, match=r"fake\.gz: not a readable gzip file"):
         read_lines(tmp_path / "fake.gz")
+
+
+def test_text_lines_start_again_at_every_iteration(tmp_path: Path) -> None:
+    path = tmp_path / "text.de.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as file:
+        file.write("eins\nzwei\n")
+    lines = TextLines(path)
+    assert list(lines) == list(lines) == ["eins", "zwei"]

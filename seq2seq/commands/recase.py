@@ -13,7 +13,7 @@ from seq2seq.common.atomic import write_atomically
 from seq2seq.common.errors import UsageError
 from seq2seq.text.arriving_lines import decode_line
 from seq2seq.text.casing import Recaser
-from seq2seq.text.lines import iter_lines
+from seq2seq.text.lines import TextLines, iter_lines
 
 
 @command
@@ -60,7 +60,7 @@ def recase(
     check_output_file(table, "--table")
     if Path(table).exists() and not force:
         raise UsageError(f"--table {table} exists; give another file, or --force to replace it")
-    recaser = Recaser.learn(iter_lines(learn))
+    recaser = Recaser.learn(TextLines(learn))
     print(
         f"{recaser.save(table)}: the forms of {len(recaser)} words, "
         f"{len(recaser.ambiguous)} of them chosen by their neighbours; "

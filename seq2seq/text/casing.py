@@ -5,7 +5,7 @@ each word back the form it has in cased text of the same language (a model's tra
 targets), then capitalises the line's first letter, so that the output reads as cased text
 and cased sacreBLEU compares it with the references:
 
-    recaser = Recaser.learn(iter_lines("train.de.gz"))
+    recaser = Recaser.learn(TextLines("train.de.gz"))
     recaser.recase("ein mann fährt mit dem fahrrad.")   # 'Ein Mann fährt mit dem Fahrrad.'
     recaser.save("casing.de.json")                      # Recaser.load reads it back
 
@@ -85,34 +85,38 @@ class Recaser:
 
     @classmethod
     def learn(cls, lines: Iterable[str]) -> Recaser:
-        """The table of cased ``lines`` (a DataError if they hold no word)."""
+        """The table of cased ``lines`` (a DataError if they hold no word). They are read
+        twice, so they are a list or an iterable that starts again each time (such as
+        ``TextLines(path)``): memory holds the words and the neighbours of the ambiguous
+        ones, never the text."""
+        if iter(lines) is lines:
+            raise TypeError("Recaser.learn reads its lines twice: give a list, not an iterator")
         inside: defaultdict[str, Counter[str]] = defaultdict(Counter)  # words after the first
         first: defaultdict[str, Counter[str]] = defaultdict(Counter)  # a line's first word
-        neighbours: list[tuple[str, str, str]] = []  # (before, form, after) past line starts
         for line in lines:
-            words = WORD.findall(line)
-            lowered = [START, *(word.lower() for word in words), END]
-            for position, word in enumerate(words):
+            for position, word in enumerate(WORD.findall(line)):
                 (inside if position else first)[word.lower()][word] += 1
-                if position:
-                    neighbours.append((lowered[position], word, lowered[position + 2]))
         if not inside and not first:
             raise DataError("cannot learn casing: the text holds no words")
         forms = {word: _most_frequent(inside.get(word) or first[word]) for word in first}
         forms.update((word, _most_frequent(counts)) for word, counts in inside.items())
-        ambiguous = {word: counts for word, counts in inside.items() if len(counts) > 1}
-        table = {
+        ambiguous = {
             word: {form: FormCounts(count) for form, count in counts.items()}
-            for word, counts in ambiguous.items()
+            for word, counts in inside.items()
+            if len(counts) > 1
         }
-        for before, form, after in neighbours:
-            if (seen := table.get(form.lower())) is not None:
-                counts = seen[form]
-                counts.before[before] = counts.before.get(before, 0) + 1
-                counts.after[after] = counts.after.get(after, 0) + 1
+        for line in lines:  # again: the neighbours of the ambiguous words
+            words = WORD.findall(line)
+            lowered = [START, *(word.lower() for word in words), END]
+            for position, word in enumerate(words[1:], 1):
+                if (seen := ambiguous.get(lowered[position + 1])) is not None:
+                    counts = seen[word]
+                    before, after = lowered[position], lowered[position + 2]
+                    counts.before[before] = counts.before.get(before, 0) + 1
+                    counts.after[after] = counts.after.get(after, 0) + 1
         once = [next(iter(counts)) for counts in inside.values() if counts.total() == 1]
         return cls(
-            forms, table, len(forms) + 2, _ending_cases(once),
+            forms, ambiguous, len(forms) + 2, _ending_cases(once),
             capitalise_unknown=2 * sum(word[:1].isupper() for word in once) > len(once),
         )  # fmt: skip
 

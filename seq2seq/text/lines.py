@@ -44,3 +44,14 @@ def iter_lines(path: str | Path) -> Iterator[str]:
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a (small) UTF-8 text file, gzipped if its name ends in ``.gz``."""
     return list(iter_lines(path))
+
+
+class TextLines:
+    """The lines of a UTF-8 text file (gzipped if its name ends in ``.gz``), read from the
+    start each time they are iterated, never held in memory."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter_lines(self.path)
