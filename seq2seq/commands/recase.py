@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from seq2seq.commands.options import check_input_file, check_output_file, command
-from seq2seq.common.atomic import write_atomically
+from seq2seq.common.atomic import atomic_output
 from seq2seq.common.errors import UsageError
 from seq2seq.text.arriving_lines import decode_line
 from seq2seq.text.casing import Recaser
@@ -50,9 +50,10 @@ def recase(
         cased = (recaser.recase(line) + "\n" for line in lines)
         if output is None:
             sys.stdout.writelines(cased)
-        else:
-            text = "".join(cased).encode("utf-8")
-            write_atomically(output, lambda file: file.write(text))
+            return
+        with atomic_output(output) as file:  # streamed; an old --output stays until the end
+            for line in cased:
+                file.write(line.encode("utf-8"))
         return
     if input is not None or output is not None:
         raise UsageError("--input and --output recase text; with --learn, the table is --table")
