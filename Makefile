@@ -213,7 +213,9 @@ ANCHOR_CONFIGS := --config configs/multi30k/base/transformer.yaml \
 	--config configs/multi30k/en-de/transformer-anchor.yaml
 STUDENT_OVERLAY := $(wildcard configs/multi30k/en-de/transformer-$(filter student-%,$(STUDENT)).yaml)
 STUDENT_CONFIGS := $(ANCHOR_CONFIGS) $(addprefix --config ,$(STUDENT_OVERLAY))
-STUDENT_DATA := data/multi30k-distill-anchor-orig
+# the teacher's corpus: anchor:1's is multi30k-distill-anchor-orig, anchor:2's
+# multi30k-distill-anchor2-orig, an ensemble NAME's multi30k-distill-NAME-orig
+STUDENT_DATA := data/multi30k-distill-$(subst :,,$(patsubst %:1,%,$(TEACHER)))-orig
 SELECT := $(RUN_PY) scripts/select_on_val.py
 TEST_SPLITS := test_2016_flickr test_2017_flickr test_2017_mscoco
 CASING := data/casing/multi30k.de.json
