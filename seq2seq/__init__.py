@@ -32,7 +32,7 @@ _EXPORTS = {  # name -> the module that defines it
     # open a trained model, translate, score, look at its attention
     "load": "seq2seq.translation_model",
     "TranslationModel": "seq2seq.translation_model",
-    "Attention": "seq2seq.translation_model",
+    "Attention": "seq2seq.inspection.sentence",
     "Evaluation": "seq2seq.translation_model",
     "SearchSettings": "seq2seq.inference.search",
     "Recaser": "seq2seq.text.casing",
@@ -55,11 +55,11 @@ if TYPE_CHECKING:
     from seq2seq.common.errors import Seq2SeqError as Seq2SeqError
     from seq2seq.inference.search import SearchSettings as SearchSettings
     from seq2seq.inspection.heatmap import heatmap as heatmap
+    from seq2seq.inspection.sentence import Attention as Attention
     from seq2seq.masking import masked_softmax as masked_softmax
     from seq2seq.masking import sequence_mask as sequence_mask
     from seq2seq.text.casing import Recaser as Recaser
     from seq2seq.transformer import sinusoidal_table as sinusoidal_table
-    from seq2seq.translation_model import Attention as Attention
     from seq2seq.translation_model import Evaluation as Evaluation
     from seq2seq.translation_model import TranslationModel as TranslationModel
     from seq2seq.translation_model import load as load
