@@ -12,10 +12,12 @@ bounded by the batch size, not the corpus. A batch comes back as flat int32 arra
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing
 import multiprocessing.pool
 import signal
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from types import TracebackType
@@ -64,6 +66,22 @@ def _encode_in_worker(pairs: Pairs) -> Encoded:
     return encode_pairs(pairs, *_worker_models)
 
 
+@contextlib.contextmanager
+def _ctrl_c_ignored_while_forking() -> Iterator[None]:
+    """Ctrl-C ignored in the parent while it starts the workers, so that a forked worker
+    ignores it from its first instruction, not only once its initializer has run (a Ctrl-C
+    in between killed it); the parent's own handler is back before the block ends. Signal
+    handlers belong to the main thread: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class EncodePool:
     """``with EncodePool(src_model, tgt_model, processes) as pool: pool.encode(batches)``.
 
@@ -78,7 +96,8 @@ class EncodePool:
         if self.processes > 1:
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            self._pool = context.Pool(self.processes, _start_worker, self.models)
+            with _ctrl_c_ignored_while_forking():
+                self._pool = context.Pool(self.processes, _start_worker, self.models)
         return self
 
     def __exit__(
