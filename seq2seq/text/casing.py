@@ -72,14 +72,12 @@ class Recaser:
     Attributes:
         forms: lowercased word -> its most frequent form
         ambiguous: lowercased word seen in several forms -> each form's ``FormCounts``
-        vocabulary: how many different words the text has (the smoothing's denominator)
         endings: an ending -> whether an unseen word with it is capitalised
         capitalise_unknown: whether an unseen word whose ending says nothing is capitalised
     """
 
     forms: dict[str, str]
     ambiguous: dict[str, dict[str, FormCounts]]
-    vocabulary: int
     endings: dict[str, bool]
     capitalise_unknown: bool
 
@@ -116,7 +114,7 @@ class Recaser:
                     counts.after[after] = counts.after.get(after, 0) + 1
         once = [next(iter(counts)) for counts in inside.values() if counts.total() == 1]
         return cls(
-            forms, ambiguous, len(forms) + 2, _ending_cases(once),
+            forms, ambiguous, _ending_cases(once),
             capitalise_unknown=2 * sum(word[:1].isupper() for word in once) > len(once),
         )  # fmt: skip
 
@@ -146,6 +144,11 @@ class Recaser:
                 return _capitalised(word) if capitalise else word
         return _capitalised(word) if self.capitalise_unknown else word
 
+    @property
+    def vocabulary(self) -> int:
+        """How many different words (and line ends) the smoothing spreads its mass over."""
+        return len(self.forms) + 2
+
     def _score(self, form: FormCounts, before: str, after: str) -> float:
         """log P(form) P(before | form) P(after | form), up to a constant."""
         total = form.count + SMOOTHING * self.vocabulary
@@ -158,7 +161,7 @@ class Recaser:
     def save(self, path: str | Path) -> Path:
         """Write the table as JSON (atomically: a failed write leaves any old file)."""
         table = {
-            "format": FORMAT, "forms": self.forms, "vocabulary": self.vocabulary,
+            "format": FORMAT, "forms": self.forms,
             "ambiguous": {
                 word: {form: [c.count, c.before, c.after] for form, c in counts.items()}
                 for word, counts in self.ambiguous.items()
@@ -187,7 +190,7 @@ class Recaser:
                 word: {form: FormCounts(*counts) for form, counts in forms.items()}
                 for word, forms in table["ambiguous"].items()
             }
-            recaser = cls(table["forms"], ambiguous, table["vocabulary"], table["endings"],
+            recaser = cls(table["forms"], ambiguous, table["endings"],
                           table["capitalise_unknown"])  # fmt: skip
         except (KeyError, TypeError, AttributeError):
             raise DataError(f"{path}: a damaged casing table") from None
