@@ -58,8 +58,3 @@ def softmax_where(scores: Tensor, mask: Tensor) -> Tensor:
     # Multiplying by the mask makes masked weights exactly 0, and turns the uniform
     # distribution of an all-masked row into zeros.
     return weights * mask
-
-
-def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
-    """[T, T] bool mask, True where query t may attend to key s (s <= t)."""
-    return torch.ones(length, length, dtype=torch.bool, device=device).tril()

@@ -15,7 +15,7 @@ import torch
 
 from seq2seq.common.errors import DataError
 from seq2seq.inference.batching import Batch
-from seq2seq.text.tokenizer import Tokenizer, VocabSettings, Vocabulary
+from seq2seq.text.tokenizer import Tokenizer, VocabSettings
 from seq2seq.training.data import datamodule as data_module
 from seq2seq.training.data import encode_pool, sources, tokenised
 from seq2seq.training.data.datamodule import TranslationDataModule
@@ -217,17 +217,6 @@ def test_sentencepiece_trains_on_a_sample_of_the_size_asked(
     assert module(folder, tmp_path / "d", spm_sample=0).vocab.fingerprint == (
         everything.vocab.fingerprint
     )
-
-
-def test_set_vocab_retokenises(folder: Path, tmp_path: Path) -> None:
-    data = module(folder, tmp_path)
-    data.setup("validate")
-    settings = VocabSettings(vocab_size=300, model_type="bpe", joint=False)
-    other = Vocabulary.train(["x y z"] * 10, ["u v w"] * 10, settings)
-    data.set_vocab(other)
-    assert data.vocab is other
-    rows, _ = data.tokenised("val")
-    assert rows[0]["tgt_ids"].tolist() == other.tgt.encode(data.references("val")[0])
 
 
 def test_empty_or_fully_filtered_training_split(tmp_path: Path) -> None:

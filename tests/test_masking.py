@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from seq2seq.masking import causal_mask, masked_softmax, sequence_mask
+from seq2seq.masking import masked_softmax, sequence_mask
 
 # Every test here runs on --device: the CPU by default, a GPU with `pytest --device cuda`.
 pytestmark = pytest.mark.usefixtures("on_device")
@@ -61,8 +61,3 @@ def test_masked_positions_are_exactly_zero_even_with_huge_scores():
     weights = masked_softmax(scores, torch.tensor([3]))
     assert weights[0, 0, 3] == 0
     assert torch.allclose(weights[0, 0, :3], torch.full((3,), 1 / 3))
-
-
-def test_causal_mask_is_lower_triangular():
-    mask = causal_mask(4)
-    assert mask.tolist() == [[i >= j for j in range(4)] for i in range(4)]

@@ -186,18 +186,13 @@ class TranslationDataModule(pl.LightningDataModule):
     # -- vocabulary ------------------------------------------------------------------
     @property
     def vocab(self) -> Vocabulary:
-        """The vocabulary: imposed by ``set_vocab``, else trained on the training split."""
+        """The vocabulary: loaded from the cache, else trained on the training split."""
         if self._vocab is None:
             train = self.text(self.train_split)
             self._vocab = load_or_train_vocabulary(
                 self.cache_dir, self.vocab_settings, train.key, train.sample
             )
         return self._vocab
-
-    def set_vocab(self, vocab: Vocabulary) -> None:
-        """Use ``vocab`` (e.g. a checkpoint's) instead of the training split's."""
-        self._vocab = vocab
-        self._tokenised.clear()
 
     # -- raw text --------------------------------------------------------------------
     def text(self, split: str) -> SplitText:
