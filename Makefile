@@ -216,6 +216,8 @@ STUDENT_CONFIGS := $(ANCHOR_CONFIGS) $(addprefix --config ,$(STUDENT_OVERLAY))
 # the teacher's corpus: anchor:1's is multi30k-distill-anchor-orig, anchor:2's
 # multi30k-distill-anchor2-orig, an ensemble NAME's multi30k-distill-NAME-orig
 STUDENT_DATA := data/multi30k-distill-$(subst :,,$(patsubst %:1,%,$(TEACHER)))-orig
+# the anchor's seeds to train: SEEDS, and the teacher's own seed (TEACHER=anchor:2 with SEEDS=1)
+ANCHOR_SEEDS := $(sort $(SEEDS) $(patsubst anchor:%,%,$(filter anchor:%,$(TEACHER))))
 SELECT := $(RUN_PY) scripts/select_on_val.py
 TEST_SPLITS := test_2016_flickr test_2017_flickr test_2017_mscoco
 CASING := data/casing/multi30k.de.json
@@ -225,7 +227,7 @@ $(CASING): | $(STAMP) multi30k
 student: $(STAMP) multi30k $(CASING)
 	@$(if $(filter student,$(STUDENT))$(STUDENT_OVERLAY),true,echo "STUDENT=$(STUDENT): it is \
 	  student, or student-NAME with a configs/multi30k/en-de/transformer-student-NAME.yaml" >&2; exit 2)
-	$(SELECT) train --name anchor --seeds $(SEEDS) $(ANCHOR_CONFIGS)
+	$(SELECT) train --name anchor --seeds $(ANCHOR_SEEDS) $(ANCHOR_CONFIGS)
 	$(SELECT) distill --teacher $(TEACHER) --corpus $(STUDENT_DATA) --keep-originals
 	$(SELECT) --data $(STUDENT_DATA) train --name $(STUDENT) --seeds $(SEEDS) $(STUDENT_CONFIGS)
 	for split in $(TEST_SPLITS); do test -f data/multi30k/$$split.en.gz || continue; \
