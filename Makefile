@@ -195,29 +195,34 @@ gpu-check:
 	  python3 scripts/gpu_check.py --out $(GPU_CHECK_OUT) 2>&1 | tee $(GPU_CHECK_OUT)/gpu_check.log
 
 # Issue 40's final recipe end to end, each step skipped once done (its records in
-# runs/selection; about 7 hours on 2 CPU cores): the anchor replica as the teacher, chosen on
-# val; its translations of the training sources beside the original pairs; a student of the
-# anchor's size trained on them and chosen on val; both scored once on each test set the
-# corpus has (`make multi30k` fetches test_2016, test_2017 and mscoco), their lowercase
-# translations recased by the word forms of the cased training targets (CASING), so that
-# sacreBLEU scores cased text beside the literature's lowercased BLEU. SEEDS: the seeds
-# of the teacher's recipe and of the student; TEACHER: the seed (or an ensemble) that teaches;
-# STUDENT: `student` (the anchor's shape) or the name of a student overlay
-# configs/multi30k/en-de/transformer-student-NAME.yaml, such as `student-6-2` (six encoder and two
-# decoder layers, an 8k vocabulary: the shape that decodes faster).
+# runs/selection; about 7 hours on 2 CPU cores with the anchor as the teacher): the teacher's
+# recipe trained and chosen on val; its translations of the training sources beside the
+# original pairs; a student of the anchor's size trained on them and chosen on val; both
+# scored once on each test set the corpus has (`make multi30k` fetches test_2016, test_2017
+# and mscoco), their lowercase translations recased by the word forms of the cased training
+# targets (CASING), so that sacreBLEU scores cased text beside the literature's lowercased
+# BLEU. SEEDS: the seeds of the teacher's recipe and of the student; TEACHER: RECIPE:SEED,
+# the recipe `anchor` (the replica) or `lowercase` (the 7.6M recipe, about an hour), or the
+# name of an ensemble made and val-scored beforehand (`select_on_val.py ensemble`), which
+# trains nothing here; STUDENT: `student` (the anchor's shape) or the name of a student
+# overlay configs/multi30k/en-de/transformer-student-NAME.yaml, such as `student-6-2` (six
+# encoder and two decoder layers, an 8k vocabulary: the shape that decodes faster).
 SEEDS ?= 1
 TEACHER ?= anchor:1
 STUDENT ?= student
-ANCHOR_CONFIGS := --config configs/multi30k/base/transformer.yaml \
-	--config configs/multi30k/en-de/transformer-lowercase.yaml \
-	--config configs/multi30k/en-de/transformer-anchor.yaml
+LOWERCASE_CONFIGS := --config configs/multi30k/base/transformer.yaml \
+	--config configs/multi30k/en-de/transformer-lowercase.yaml
+ANCHOR_CONFIGS := $(LOWERCASE_CONFIGS) --config configs/multi30k/en-de/transformer-anchor.yaml
 STUDENT_OVERLAY := $(wildcard configs/multi30k/en-de/transformer-$(filter student-%,$(STUDENT)).yaml)
 STUDENT_CONFIGS := $(ANCHOR_CONFIGS) $(addprefix --config ,$(STUDENT_OVERLAY))
+TEACHER_RECIPE := $(filter anchor lowercase,$(firstword $(subst :, ,$(TEACHER))))
+RECIPE_CONFIGS_anchor := $(ANCHOR_CONFIGS)
+RECIPE_CONFIGS_lowercase := $(LOWERCASE_CONFIGS)
+# the teacher recipe's seeds to train: SEEDS, and the teacher's own (TEACHER=anchor:2, SEEDS=1)
+TEACHER_SEEDS := $(sort $(SEEDS) $(word 2,$(subst :, ,$(TEACHER))))
 # the teacher's corpus: anchor:1's is multi30k-distill-anchor-orig, anchor:2's
 # multi30k-distill-anchor2-orig, an ensemble NAME's multi30k-distill-NAME-orig
 STUDENT_DATA := data/multi30k-distill-$(subst :,,$(patsubst %:1,%,$(TEACHER)))-orig
-# the anchor's seeds to train: SEEDS, and the teacher's own seed (TEACHER=anchor:2 with SEEDS=1)
-ANCHOR_SEEDS := $(sort $(SEEDS) $(patsubst anchor:%,%,$(filter anchor:%,$(TEACHER))))
 SELECT := $(RUN_PY) scripts/select_on_val.py
 TEST_SPLITS := test_2016_flickr test_2017_flickr test_2017_mscoco
 CASING := data/casing/multi30k.de.json
@@ -227,13 +232,13 @@ $(CASING): | $(STAMP) multi30k
 student: $(STAMP) multi30k $(CASING)
 	@$(if $(filter student,$(STUDENT))$(STUDENT_OVERLAY),true,echo "STUDENT=$(STUDENT): it is \
 	  student, or student-NAME with a configs/multi30k/en-de/transformer-student-NAME.yaml" >&2; exit 2)
-	$(SELECT) train --name anchor --seeds $(ANCHOR_SEEDS) $(ANCHOR_CONFIGS)
+	$(if $(TEACHER_RECIPE),$(SELECT) train --name $(TEACHER_RECIPE) --seeds $(TEACHER_SEEDS) \
+	  $(RECIPE_CONFIGS_$(TEACHER_RECIPE)))
 	$(SELECT) distill --teacher $(TEACHER) --corpus $(STUDENT_DATA) --keep-originals
 	$(SELECT) --data $(STUDENT_DATA) train --name $(STUDENT) --seeds $(SEEDS) $(STUDENT_CONFIGS)
 	for split in $(TEST_SPLITS); do test -f data/multi30k/$$split.en.gz || continue; \
-	  $(SELECT) final --name anchor --test-split $$split --skip-scored --recase $(CASING) || exit 1; \
-	  $(SELECT) final --name $(STUDENT) --test-split $$split --skip-scored --recase $(CASING) \
-	  || exit 1; done
+	  for name in $(TEACHER_RECIPE) $(STUDENT); do $(SELECT) final --name $$name \
+	    --test-split $$split --skip-scored --recase $(CASING) || exit 1; done; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts

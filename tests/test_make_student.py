@@ -1,9 +1,10 @@
 """`make student`, the final recipe's command sequence, as make would run it (``make -n``:
-printed, nothing run): which seeds of the teacher it trains, which corpus it distils into,
-and which configs train the student on it."""
+printed, nothing run): which recipe and seeds teach, which corpus the teacher's translations
+go into, which configs train the student on it, and what is scored on test."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -16,19 +17,28 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
 
-def planned(*variables: str) -> list[list[str]]:
-    """The select_on_val.py commands `make student VARIABLES` would run, as argument lists
-    from the script's subcommand on."""
+def planned(*variables: str) -> tuple[dict[str, list[str]], list[str], list[str]]:
+    """What `make student VARIABLES` would run: the select_on_val.py commands before the
+    test loop, by subcommand (the words after the script's name; the student's training
+    as ``student``), then the names the loop scores on test and its command."""
     printed = subprocess.run(
         ["make", "-n", "-C", str(REPO), "student", *variables],
         capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    commands = []
+    ).stdout.replace("\\\n", " ")  # fmt: skip
+    steps, scored, final = {}, [], []
     for line in printed.splitlines():
-        if "select_on_val.py" in line:  # the command, without the shell around it
-            words = shlex.split(line.split("||")[0].rstrip(" \\"))
-            commands.append(words[words.index("scripts/select_on_val.py") + 1 :])
-    return commands
+        if "select_on_val.py" not in line:
+            continue
+        if names := re.search(r"for name in ([^;]*);", line):
+            scored = names.group(1).split()
+            line = line[names.end() :].split("||")[0].removeprefix(" do")
+        words = shlex.split(line)
+        words = words[words.index("scripts/select_on_val.py") + 1 :]
+        if names:
+            final = words
+        else:
+            steps["student" if words[0] == "--data" else words[0]] = words
+    return steps, scored, final
 
 
 def option(words: list[str], name: str) -> list[str]:
@@ -38,32 +48,53 @@ def option(words: list[str], name: str) -> list[str]:
     return words[start:end]
 
 
+def configs(words: list[str]) -> list[str]:
+    return [words[i + 1] for i, word in enumerate(words) if word == "--config"]
+
+
 def test_a_teacher_of_another_seed_is_trained_before_it_teaches() -> None:
-    train_teacher, distill, train_student, *finals = planned(
-        "SEEDS=1", "TEACHER=anchor:2", "STUDENT=student-6-2"
-    )
-    assert train_teacher[:3] == ["train", "--name", "anchor"]
-    assert option(train_teacher, "--seeds") == ["1", "2"]
-    assert option(distill, "--teacher") == ["anchor:2"]
+    steps, scored, final = planned("SEEDS=1", "TEACHER=anchor:2", "STUDENT=student-6-2")
+    assert option(steps["train"], "--name") == ["anchor"]
+    assert option(steps["train"], "--seeds") == ["1", "2"]
+    assert configs(steps["train"])[-1] == "configs/multi30k/en-de/transformer-anchor.yaml"
+    assert option(steps["distill"], "--teacher") == ["anchor:2"]
     corpus = "data/multi30k-distill-anchor2-orig"
-    assert option(distill, "--corpus") == [corpus] and "--keep-originals" in distill
-    assert train_student[:2] == ["--data", corpus]
-    assert option(train_student, "--name") == ["student-6-2"]
-    assert option(train_student, "--seeds") == ["1"]
-    configs = [train_student[i + 1] for i, w in enumerate(train_student) if w == "--config"]
-    assert configs[-2:] == [
+    assert option(steps["distill"], "--corpus") == [corpus]
+    assert "--keep-originals" in steps["distill"]
+    student = steps["student"]
+    assert student[:2] == ["--data", corpus]
+    assert option(student, "--name") == ["student-6-2"] and option(student, "--seeds") == ["1"]
+    assert configs(student)[-2:] == [
         "configs/multi30k/en-de/transformer-anchor.yaml",
         "configs/multi30k/en-de/transformer-student-6-2.yaml",
     ]
-    assert all((REPO / config).is_file() for config in configs)
-    assert [option(final, "--name") for final in finals] == [["anchor"], ["student-6-2"]]
-    assert all(option(final, "--recase") == ["data/casing/multi30k.de.json"] for final in finals)
+    assert all((REPO / config).is_file() for config in configs(student))
+    assert scored == ["anchor", "student-6-2"]
+    assert option(final, "--recase") == ["data/casing/multi30k.de.json"]
 
 
-def test_the_default_teaches_with_the_first_seed_in_its_own_corpus() -> None:
-    train_teacher, distill, train_student, *_ = planned()
-    assert option(train_teacher, "--seeds") == ["1"]
-    assert option(distill, "--teacher") == ["anchor:1"]
-    assert option(distill, "--corpus") == ["data/multi30k-distill-anchor-orig"]
-    assert option(train_student, "--name") == ["student"]
-    assert "configs/multi30k/en-de/transformer-student-6-2.yaml" not in train_student
+def test_the_default_teaches_with_the_anchors_first_seed() -> None:
+    steps, scored, _ = planned()
+    assert option(steps["train"], "--seeds") == ["1"]
+    assert option(steps["distill"], "--teacher") == ["anchor:1"]
+    assert option(steps["distill"], "--corpus") == ["data/multi30k-distill-anchor-orig"]
+    assert option(steps["student"], "--name") == ["student"]
+    assert "configs/multi30k/en-de/transformer-student-6-2.yaml" not in steps["student"]
+    assert scored == ["anchor", "student"]
+
+
+def test_the_hour_long_recipe_can_teach() -> None:
+    steps, scored, _ = planned("TEACHER=lowercase:1")
+    assert option(steps["train"], "--name") == ["lowercase"]
+    assert configs(steps["train"])[-1] == "configs/multi30k/en-de/transformer-lowercase.yaml"
+    assert option(steps["distill"], "--corpus") == ["data/multi30k-distill-lowercase-orig"]
+    assert configs(steps["student"])[-1] == "configs/multi30k/en-de/transformer-anchor.yaml"
+    assert scored == ["lowercase", "student"]
+
+
+def test_an_ensemble_teaches_without_training_here() -> None:
+    steps, scored, _ = planned("TEACHER=pair")
+    assert "train" not in steps
+    assert option(steps["distill"], "--teacher") == ["pair"]
+    assert option(steps["distill"], "--corpus") == ["data/multi30k-distill-pair-orig"]
+    assert scored == ["student"]
