@@ -83,13 +83,16 @@ def test_the_default_teaches_with_the_anchors_first_seed() -> None:
     assert scored == ["anchor", "student"]
 
 
-def test_the_hour_long_recipe_can_teach() -> None:
-    steps, scored, _ = planned("TEACHER=lowercase:1")
+def test_the_hour_long_recipe_teaches_the_short_student() -> None:
+    steps, scored, _ = planned("TEACHER=lowercase:1", "STUDENT=student-short")
     assert option(steps["train"], "--name") == ["lowercase"]
     assert configs(steps["train"])[-1] == "configs/multi30k/en-de/transformer-lowercase.yaml"
     assert option(steps["distill"], "--corpus") == ["data/multi30k-distill-lowercase-orig"]
-    assert configs(steps["student"])[-1] == "configs/multi30k/en-de/transformer-anchor.yaml"
-    assert scored == ["lowercase", "student"]
+    assert configs(steps["student"])[-2:] == [
+        "configs/multi30k/en-de/transformer-anchor.yaml",
+        "configs/multi30k/en-de/transformer-student-short.yaml",
+    ]
+    assert scored == ["lowercase", "student-short"]
 
 
 def test_an_ensemble_teaches_without_training_here() -> None:
