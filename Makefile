@@ -210,16 +210,16 @@ gpu-check:
 SEEDS ?= 1
 TEACHER ?= anchor:1
 STUDENT ?= student
-LOWERCASE_CONFIGS := --config configs/multi30k/base/transformer.yaml \
+RECIPE_CONFIGS_lowercase := --config configs/multi30k/base/transformer.yaml \
 	--config configs/multi30k/en-de/transformer-lowercase.yaml
-ANCHOR_CONFIGS := $(LOWERCASE_CONFIGS) --config configs/multi30k/en-de/transformer-anchor.yaml
+RECIPE_CONFIGS_anchor := $(RECIPE_CONFIGS_lowercase) \
+	--config configs/multi30k/en-de/transformer-anchor.yaml
 STUDENT_OVERLAY := $(wildcard configs/multi30k/en-de/transformer-$(filter student-%,$(STUDENT)).yaml)
-STUDENT_CONFIGS := $(ANCHOR_CONFIGS) $(addprefix --config ,$(STUDENT_OVERLAY))
-TEACHER_RECIPE := $(filter anchor lowercase,$(firstword $(subst :, ,$(TEACHER))))
-RECIPE_CONFIGS_anchor := $(ANCHOR_CONFIGS)
-RECIPE_CONFIGS_lowercase := $(LOWERCASE_CONFIGS)
+STUDENT_CONFIGS := $(RECIPE_CONFIGS_anchor) $(addprefix --config ,$(STUDENT_OVERLAY))
+TEACHER_PARTS := $(subst :, ,$(TEACHER))
+TEACHER_RECIPE := $(filter anchor lowercase,$(firstword $(TEACHER_PARTS)))
 # the teacher recipe's seeds to train: SEEDS, and the teacher's own (TEACHER=anchor:2, SEEDS=1)
-TEACHER_SEEDS := $(sort $(SEEDS) $(word 2,$(subst :, ,$(TEACHER))))
+TEACHER_SEEDS := $(sort $(SEEDS) $(word 2,$(TEACHER_PARTS)))
 # the teacher's corpus: anchor:1's is multi30k-distill-anchor-orig, anchor:2's
 # multi30k-distill-anchor2-orig, an ensemble NAME's multi30k-distill-NAME-orig
 STUDENT_DATA := data/multi30k-distill-$(subst :,,$(patsubst %:1,%,$(TEACHER)))-orig
