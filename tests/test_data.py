@@ -236,7 +236,7 @@ def test_empty_or_fully_filtered_training_split(tmp_path: Path) -> None:
     [
         ({"max_tokens": 0}, "data.max_tokens must be an integer >= 1, got 0"),
         ({"eval_max_tokens": -5}, "data.eval_max_tokens must be an integer >= 1, got -5"),
-        ({"spm_model_type": "wordpiece"}, "unigram or bpe"),
+        ({"spm_model_type": "wordpiece"}, "unigram, bpe or word"),
         ({"character_coverage": 1.5}, r"character_coverage must be a number in \(0, 1\], got 1.5"),
         ({"character_coverage": 0.0}, r"character_coverage must be a number in \(0, 1\], got 0.0"),
         ({"spm_sample": -1}, "data.spm_sample must be an integer >= 0, got -1"),
@@ -283,6 +283,13 @@ def test_the_data_options_users_write_make_the_vocabulary_settings(tmp_path: Pat
                "spm_sample": 0, "seed": 3, "spm_threads": 2}  # fmt: skip
     data = TranslationDataModule("corpus", "en", "de", cache_dir=str(tmp_path), **options)
     assert data.vocab_settings == VocabSettings(500, "bpe", False, 0.9995, 8, True, 0, 3, 2)
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe", "word"])
+def test_every_sentencepiece_model_type_is_accepted(model_type: str, tmp_path: Path) -> None:
+    data = TranslationDataModule("corpus", "en", "de", cache_dir=str(tmp_path),
+                                 spm_model_type=model_type)  # fmt: skip
+    assert data.vocab_settings.model_type == model_type
 
 
 def test_the_same_language_on_both_sides_is_refused_unless_asked_for(

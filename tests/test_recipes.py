@@ -244,6 +244,18 @@ def test_the_rdrop_recipe_is_the_lowercased_one_with_the_kl_term_in_the_same_hou
     assert rdrop["trainer"]["max_epochs"] <= recipe["trainer"]["max_epochs"] // 2
 
 
+def test_the_anchor_on_subword_nmt_pieces_changes_only_the_vocabulary(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """transformer-anchor-subword-nmt is the anchor with a word vocabulary over a corpus cut
+    already, large enough for every one of the ~9.7k pieces, and its own run folder."""
+    replica = effective["en-de", "transformer-anchor-subword-nmt"]
+    anchor = effective["en-de", "transformer-anchor"]
+    changes = ["data.vocab_size", "data.spm_model_type", "trainer.default_root_dir"]
+    assert without(replica, *changes) == without(anchor, *changes)
+    assert (replica["data"]["spm_model_type"], replica["data"]["vocab_size"]) == ("word", 12000)
+
+
 def test_the_deep_encoder_student_is_the_anchor_with_layers_moved_to_the_encoder(
     effective: dict[tuple[str, str], dict[str, Any]],
 ) -> None:

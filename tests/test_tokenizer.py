@@ -90,6 +90,14 @@ def test_both_model_types_train_on_a_tiny_corpus(model_type: str) -> None:
     assert tok.decode(tok.encode(UNSEEN[2])) == UNSEEN[2]
 
 
+def test_a_word_vocabulary_keeps_a_segmented_corpus_as_it_is() -> None:
+    """subword-nmt's output read as it is: each whitespace-separated token one piece."""
+    segmented = ["ein@@ e gruppe män@@ ner .", "zwei hund@@ e spielen ."] * 20
+    tok = Tokenizer.train(segmented, VocabSettings(vocab_size=300, model_type="word"))
+    assert tok.pieces("zwei män@@ ner spielen .") == ["▁zwei", "▁män@@", "▁ner", "▁spielen", "▁."]
+    assert tok.decode(tok.encode(segmented[0])) == segmented[0]
+
+
 def test_training_is_deterministic() -> None:
     text = sentences(ENGLISH + RUSSIAN, seed=3)
     first = Tokenizer.train(text, VocabSettings(vocab_size=400, model_type="unigram")).to_bytes()

@@ -34,7 +34,9 @@ from seq2seq.common.interruptible import call_interruptibly
 from seq2seq.model import VocabSpec
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-ModelType = Literal["unigram", "bpe"]
+# "word": the text is segmented already (e.g. by subword-nmt); each whitespace-separated
+# token of the training text is one piece
+ModelType = Literal["unigram", "bpe", "word"]
 STATE_FORMAT = 1  # version of ``Vocabulary.to_state``; also part of every cache key
 
 log = logging.getLogger("seq2seq")

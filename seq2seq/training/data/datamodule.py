@@ -79,7 +79,10 @@ class TranslationDataModule(pl.LightningDataModule):
         test_split: Name of the test split, scored by ``seq2seq test``.
         vocab_size: SentencePiece vocabulary size (at least 1), per side unless
             ``joint_vocab``; a soft limit, since a tiny corpus yields fewer pieces.
-        spm_model_type: SentencePiece's segmentation algorithm, ``unigram`` or ``bpe``.
+        spm_model_type: SentencePiece's segmentation algorithm, ``unigram`` or ``bpe``; or
+            ``word`` for a corpus segmented already (e.g. by subword-nmt, ``@@`` markers
+            and all): each whitespace-separated token of the training text is one piece,
+            and translations come out segmented, as the corpus is.
         joint_vocab: One SentencePiece model (the same ids) for both sides; otherwise one
             per side.
         character_coverage: Share of the training text's characters the vocabulary must
@@ -152,7 +155,9 @@ class TranslationDataModule(pl.LightningDataModule):
                 "the same text; set data.allow_same_language true to train on that anyway"
             )
         if spm_model_type not in get_args(ModelType):
-            raise DataError(f"data.spm_model_type must be unigram or bpe, got {spm_model_type!r}")
+            raise DataError(
+                f"data.spm_model_type must be unigram, bpe or word, got {spm_model_type!r}"
+            )
         if subword_nbest and spm_model_type != "unigram":
             raise DataError(
                 "data.subword_nbest draws segmentations by their likelihood, which only a "
