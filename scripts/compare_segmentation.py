@@ -8,17 +8,29 @@ tokens the two cut otherwise (XML escapes such as ``&quot;`` aside). A third, Se
 learnt over the Moses tokens, shows what the tokenisation alone changes. Needs subword-nmt,
 which seq2seq does not depend on (``pip install subword-nmt``).
 
-    python scripts/compare_segmentation.py --data data/multi30k
+    python scripts/compare_segmentation.py --data data/multi30k compare
+
+To train on the baseline's segmentation, ``write`` copies the corpus cut as the baseline cut
+it (lowercased, Moses-tokenised with XML escapes, 10k joint merges, ``@@`` markers), for a
+vocabulary of ``spm_model_type: word`` to read as it is; ``score`` joins the pieces of the
+translations again and scores them against the raw references' Moses tokens, as fairseq's
+BLEU scores the baseline's (the literature BLEU, without tokenising the output again):
+
+    python scripts/compare_segmentation.py write --out data/multi30k-subword-nmt
+    python scripts/compare_segmentation.py score --hypotheses H.txt --ref data/multi30k/val.de.gz
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import statistics
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+
+from sacrebleu.metrics import BLEU
 
 from seq2seq.text.lines import read_lines
 from seq2seq.text.metrics import literature_tokenize
@@ -37,9 +49,10 @@ def sentencepiece_cut(tokenizer: Tokenizer) -> Cut:
     return lambda token: [p.lstrip("▁") for p in tokenizer.pieces(token) if p != "▁"]
 
 
-def subword_nmt_cut(train: list[str], merges: int) -> Cut:
-    """A token's pieces under ``merges`` subword-nmt merges learnt on ``train``, the
-    continuation marker (``@@``) dropped."""
+def subword_nmt(train: list[str], merges: int) -> Callable[[str], str]:
+    """subword-nmt's segmentation of a line of Moses tokens, learnt with ``merges`` merges
+    on ``train`` (such lines): pieces joined by spaces, ``@@`` ending each that a word goes on
+    after."""
     try:
         from subword_nmt.apply_bpe import BPE
         from subword_nmt.learn_bpe import learn_bpe
@@ -48,8 +61,17 @@ def subword_nmt_cut(train: list[str], merges: int) -> Cut:
     codes = io.StringIO()
     learn_bpe(io.StringIO("\n".join(train) + "\n"), codes, merges)
     codes.seek(0)
-    bpe = BPE(codes)
-    return lambda token: [p.removesuffix("@@") for p in bpe.process_line(token).split()]
+    return BPE(codes).process_line
+
+
+def subword_nmt_cut(segment: Callable[[str], str]) -> Cut:
+    """A token's pieces under ``segment`` (see ``subword_nmt``), without the markers."""
+    return lambda token: [p.removesuffix("@@") for p in segment(token).split()]
+
+
+def join_pieces(line: str) -> str:
+    """The Moses tokens of a line of subword-nmt pieces."""
+    return line.replace("@@ ", "").removesuffix("@@")
 
 
 def pieces(tokenizer: Tokenizer) -> list[str]:
@@ -57,18 +79,12 @@ def pieces(tokenizer: Tokenizer) -> list[str]:
     return tokenizer.id_to_piece(range(tokenizer.size))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("data/multi30k"))
-    parser.add_argument("--pair", nargs=2, default=["en", "de"], metavar=("SRC", "TGT"))
-    parser.add_argument("--test-split", default="test_2016_flickr")
-    parser.add_argument("--size", type=int, default=10_000, help="pieces, and merges")
-    args = parser.parse_args()
+def compare(args: argparse.Namespace) -> None:
     train = {lang: read_lines(args.data / f"train.{lang}.gz") for lang in args.pair}
     settings = VocabSettings(vocab_size=args.size, model_type="bpe", lowercase=True)
     spm = Tokenizer.train([line for lines in train.values() for line in lines], settings)
     tokenised = [literature_tokenize(line, lang) for lang, lines in train.items() for line in lines]
-    swn = subword_nmt_cut(tokenised, args.size)
+    swn = subword_nmt_cut(subword_nmt(tokenised, args.size))
     spm_moses = Tokenizer.train(tokenised, settings)  # the Moses tokenisation alone
     target = args.pair[1]
     test = read_lines(args.data / f"{args.test_split}.{target}.gz")
@@ -88,6 +104,54 @@ def main() -> None:
     moses_pieces = [len(spm_moses.pieces(" ".join(sentence))) for sentence in moses]
     print(f"SentencePiece over Moses tokens: {len(shared)} of its {spm_moses.size} pieces "
           f"ours too, {statistics.mean(moses_pieces):.2f} pieces a sentence")  # fmt: skip
+
+
+def write(args: argparse.Namespace) -> None:
+    """Every ``SPLIT.LANG.gz`` of ``--data`` for the pair, cut as the baseline cut it."""
+    tokenised = {
+        path.name: [literature_tokenize(line, lang) for line in read_lines(path)]
+        for lang in args.pair for path in sorted(args.data.glob(f"*.{lang}.gz"))
+    }  # fmt: skip
+    train = [f"train.{lang}.gz" for lang in args.pair]
+    segment = subword_nmt([line for name in train for line in tokenised[name]], args.size)
+    cut = {name: [segment(line) for line in lines] for name, lines in tokenised.items()}
+    known = {piece for name in train for line in cut[name] for piece in line.split()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, lines in cut.items():
+        with gzip.open(args.out / name, "wt", encoding="utf-8") as file:
+            file.writelines(line + "\n" for line in lines)
+        pieces = [piece for line in lines for piece in line.split()]
+        unseen = sum(piece not in known for piece in pieces)
+        print(f"{args.out / name}: {len(lines)} lines, {len(pieces) / len(lines):.2f} pieces a "
+              f"line, {unseen} pieces the training split lacks")  # fmt: skip
+    print(f"{len(known)} distinct pieces in the training split")
+
+
+def score(args: argparse.Namespace) -> None:
+    """BLEU of the joined translations against the references' Moses tokens."""
+    hypotheses = [join_pieces(line) for line in read_lines(args.hypotheses)]
+    references = [literature_tokenize(line, args.lang) for line in read_lines(args.ref)]
+    if len(hypotheses) != len(references):
+        raise SystemExit(f"{len(hypotheses)} translations for {len(references)} references")
+    print(BLEU(tokenize="none", lowercase=True, force=True).corpus_score(hypotheses, [references]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("data/multi30k"))
+    parser.add_argument("--pair", nargs=2, default=["en", "de"], metavar=("SRC", "TGT"))
+    parser.add_argument("--size", type=int, default=10_000, help="pieces, and merges")
+    commands = parser.add_subparsers(dest="command", required=True)
+    compare_command = commands.add_parser("compare", help="the two segmentations of a test split")
+    compare_command.add_argument("--test-split", default="test_2016_flickr")
+    write_command = commands.add_parser("write", help="the corpus cut as the baseline cut it")
+    write_command.add_argument("--out", type=Path, required=True, help="the new corpus folder")
+    score_command = commands.add_parser("score", help="BLEU of segmented translations")
+    score_command.add_argument("--hypotheses", type=Path, required=True, help="one per line")
+    score_command.add_argument("--ref", type=Path, required=True, help="raw references")
+    score_command.add_argument("--lang", default="de", help="the references' language")
+    args = parser.parse_args()
+    {"compare": compare, "write": write, "score": score}[args.command](args)
 
 
 if __name__ == "__main__":

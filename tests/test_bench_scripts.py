@@ -757,3 +757,4 @@ def test_segmentations_are_compared_token_by_token_without_their_markers():
 
     tokens = ["ab", "abc", "abc", "xyzw"]
     assert segmentation.differently_cut(tokens, whole, halves) == {"abc": 2, "xyzw": 1}
+    assert segmentation.join_pieces("baum@@ wo@@ lle auf &quot; x@@") == "baumwolle auf &quot; x"
