@@ -17,7 +17,7 @@ translations again and scores them against the raw references' Moses tokens, as 
 BLEU scores the baseline's (the literature BLEU, without tokenising the output again):
 
     python scripts/compare_segmentation.py write --out data/multi30k-subword-nmt
-    python scripts/compare_segmentation.py score --hypotheses H.txt --ref data/multi30k/val.de.gz
+    python scripts/compare_segmentation.py score --hypotheses H.txt ... --ref REFERENCES.gz
 """
 
 from __future__ import annotations
@@ -128,12 +128,14 @@ def write(args: argparse.Namespace) -> None:
 
 
 def score(args: argparse.Namespace) -> None:
-    """BLEU of the joined translations against the references' Moses tokens."""
-    hypotheses = [join_pieces(line) for line in read_lines(args.hypotheses)]
+    """BLEU of each file's joined translations against the references' Moses tokens."""
     references = [literature_tokenize(line, args.lang) for line in read_lines(args.ref)]
-    if len(hypotheses) != len(references):
-        raise SystemExit(f"{len(hypotheses)} translations for {len(references)} references")
-    print(BLEU(tokenize="none", lowercase=True, force=True).corpus_score(hypotheses, [references]))
+    metric = BLEU(tokenize="none", lowercase=True, force=True)
+    for path in args.hypotheses:
+        hypotheses = [join_pieces(line) for line in read_lines(path)]
+        if len(hypotheses) != len(references):
+            raise SystemExit(f"{path}: {len(hypotheses)} lines, {len(references)} references")
+        print(f"{path}: {metric.corpus_score(hypotheses, [references])}")
 
 
 def main() -> None:
@@ -147,7 +149,7 @@ def main() -> None:
     write_command = commands.add_parser("write", help="the corpus cut as the baseline cut it")
     write_command.add_argument("--out", type=Path, required=True, help="the new corpus folder")
     score_command = commands.add_parser("score", help="BLEU of segmented translations")
-    score_command.add_argument("--hypotheses", type=Path, required=True, help="one per line")
+    score_command.add_argument("--hypotheses", type=Path, nargs="+", required=True)
     score_command.add_argument("--ref", type=Path, required=True, help="raw references")
     score_command.add_argument("--lang", default="de", help="the references' language")
     args = parser.parse_args()
