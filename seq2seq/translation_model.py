@@ -115,6 +115,11 @@ class TranslationModel:
         translations = self._translate_all(lines, progress, search or self.search)
         return [self._recased(translation) for translation in translations]
 
+    def _batching(self, progress: bool) -> dict[str, Any]:
+        """How the translators batch and cut sources, as their keywords."""
+        return {"max_tokens": self.max_tokens, "max_source_len": self.max_source_len,
+                "progress": progress}  # fmt: skip
+
     def _stream(
         self, lines: Iterable[str | None], progress: bool, search: SearchSettings
     ) -> Iterator[Translation]:
@@ -236,19 +241,13 @@ class CheckpointModel(TranslationModel):
     def _stream(
         self, lines: Iterable[str | None], progress: bool, search: SearchSettings
     ) -> Iterator[Translation]:
-        return translate_stream(
-            self.trained, lines, search, self.max_tokens, progress=progress,
-            max_source_len=self.max_source_len,
-        )  # fmt: skip
+        return translate_stream(self.trained, lines, search, **self._batching(progress))
 
     def _translate_all(
         self, lines: Sequence[str], progress: bool, search: SearchSettings
     ) -> list[Translation]:
         """Batched by length over all of ``lines`` at once, not chunk by chunk."""
-        return translate_lines(
-            self.trained, lines, search, self.max_tokens, progress=progress,
-            max_source_len=self.max_source_len,
-        )  # fmt: skip
+        return translate_lines(self.trained, lines, search, **self._batching(progress))
 
     def attention(
         self,
@@ -288,10 +287,7 @@ class ExportModel(TranslationModel):
     ) -> Iterator[Translation]:
         from seq2seq.inference.ct2_translate import translate_stream_ct2
 
-        return translate_stream_ct2(
-            self.exported, lines, search, self.max_tokens, progress=progress,
-            max_source_len=self.max_source_len,
-        )  # fmt: skip
+        return translate_stream_ct2(self.exported, lines, search, **self._batching(progress))
 
     def searching(self, **options: Any) -> SearchSettings:
         from seq2seq.inference.ct2_translate import check_search as check_export_search
