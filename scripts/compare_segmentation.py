@@ -28,10 +28,12 @@ import io
 import statistics
 from collections import Counter
 from collections.abc import Callable
+from operator import methodcaller
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU
 
+from seq2seq.common.atomic import write_atomically
 from seq2seq.text.lines import read_lines
 from seq2seq.text.metrics import literature_tokenize
 from seq2seq.text.tokenizer import Tokenizer, VocabSettings
@@ -118,8 +120,8 @@ def write(args: argparse.Namespace) -> None:
     known = {piece for name in train for line in cut[name] for piece in line.split()}
     args.out.mkdir(parents=True, exist_ok=True)
     for name, lines in cut.items():
-        with gzip.open(args.out / name, "wt", encoding="utf-8") as file:
-            file.writelines(line + "\n" for line in lines)
+        text = gzip.compress("".join(line + "\n" for line in lines).encode())
+        write_atomically(args.out / name, methodcaller("write", text))
         pieces = [piece for line in lines for piece in line.split()]
         unseen = sum(piece not in known for piece in pieces)
         print(f"{args.out / name}: {len(lines)} lines, {len(pieces) / len(lines):.2f} pieces a "

@@ -758,3 +758,26 @@ def test_segmentations_are_compared_token_by_token_without_their_markers():
     tokens = ["ab", "abc", "abc", "xyzw"]
     assert segmentation.differently_cut(tokens, whole, halves) == {"abc": 2, "xyzw": 1}
     assert segmentation.join_pieces("baum@@ wo@@ lle auf &quot; x@@") == "baumwolle auf &quot; x"
+
+
+def test_segmented_translations_are_scored_against_the_raw_references_moses_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """compare_segmentation.py score: pieces joined again, then BLEU against the raw
+    references cut into Moses tokens (XML escapes as the references get them), per file."""
+    segmentation = load_script("compare_segmentation")
+    ref = tmp_path / "ref.de"
+    ref.write_text('Ein Mann sagt: "Baumwolle!"\nZwei Hunde.\n')
+    same = tmp_path / "same.txt"
+    same.write_text("ein mann sagt : &quot; baum@@ wo@@ lle ! &quot;\nzwei hun@@ de .\n")
+    other = tmp_path / "other.txt"
+    other.write_text("ein hund@@ e läuft .\nzwei katzen .\n")
+    args = SimpleNamespace(hypotheses=[same, other], ref=ref, lang="de")
+    segmentation.score(args)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{same}: BLEU = 100.00")
+    assert lines[1].startswith(f"{other}: BLEU = ") and "BLEU = 100" not in lines[1]
+    short = tmp_path / "short.txt"
+    short.write_text("ein mann .\n")
+    with pytest.raises(SystemExit, match="1 lines, 2 references"):
+        segmentation.score(SimpleNamespace(hypotheses=[short], ref=ref, lang="de"))
