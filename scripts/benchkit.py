@@ -342,8 +342,9 @@ def best_checkpoint(last: Path, state: dict[str, Any]) -> Path:
     for callback in state.get("callbacks", {}).values():
         monitor = str(callback.get("monitor")) if isinstance(callback, dict) else ""
         best = callback.get("best_model_path") if monitor.startswith("val_bleu") else None
-        if best and Path(best).is_file():
-            return Path(best)
+        # beside last, named as the run found it: Lightning records it absolute
+        if best and (beside := last.parent / Path(best).name).is_file():
+            return beside
     return last
 
 
