@@ -31,11 +31,9 @@ from collections.abc import Callable
 from operator import methodcaller
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU
-
 from seq2seq.common.atomic import write_atomically
 from seq2seq.text.lines import read_lines
-from seq2seq.text.metrics import literature_tokenize
+from seq2seq.text.metrics import literature_metric, literature_tokenize
 from seq2seq.text.tokenizer import Tokenizer, VocabSettings
 
 Cut = Callable[[str], list[str]]  # a Moses token -> its subwords, without markers
@@ -132,7 +130,7 @@ def write(args: argparse.Namespace) -> None:
 def score(args: argparse.Namespace) -> None:
     """BLEU of each file's joined translations against the references' Moses tokens."""
     references = [literature_tokenize(line, args.lang) for line in read_lines(args.ref)]
-    metric = BLEU(tokenize="none", lowercase=True, force=True)
+    metric = literature_metric()
     for path in args.hypotheses:
         hypotheses = [join_pieces(line) for line in read_lines(path)]
         if len(hypotheses) != len(references):

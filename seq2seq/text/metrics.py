@@ -136,7 +136,7 @@ def literature_tokenize(line: str, lang: str) -> str:
     return tokenizer.tokenize(normalized, return_str=True, escape=True)
 
 
-def _literature_metric() -> BLEU:
+def literature_metric() -> BLEU:
     """sacrebleu's BLEU for ``literature_tokenize``d lines: it does not tokenise again, and its
     signature says so (``case:lc|tok:none``)."""
     # force: the text is tokenised on purpose, so sacrebleu's "forgot to detokenize?"
@@ -151,7 +151,7 @@ def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> Bleu
     """
     _check_pairs(hyps, refs)
     return _bleu_result(
-        _literature_metric(),
+        literature_metric(),
         [literature_tokenize(line, lang) for line in hyps],
         [literature_tokenize(line, lang) for line in refs],
     )
@@ -191,7 +191,7 @@ def paired_bootstrap(
         raise Seq2SeqError(f"n_samples and seed must be positive, got {n_samples} and {seed}")
     _check_pairs(hyps_a, refs, "hypotheses from system a")
     _check_pairs(hyps_b, refs, "hypotheses from system b")
-    metric = BLEU() if literature_lang is None else _literature_metric()
+    metric = BLEU() if literature_lang is None else literature_metric()
 
     def lines(texts: Sequence[str]) -> list[str]:
         """``texts`` as ``metric`` reads them."""
