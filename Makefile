@@ -206,7 +206,8 @@ gpu-check:
 # name of an ensemble made and val-scored beforehand (`select_on_val.py ensemble`), which
 # trains nothing here; STUDENT: `student` (the anchor's shape) or the name of a student
 # overlay configs/multi30k/en-de/transformer-student-NAME.yaml, such as `student-6-2` (six
-# encoder and two decoder layers, an 8k vocabulary: the shape that decodes faster).
+# encoder and two decoder layers, an 8k vocabulary: the shape that decodes faster),
+# `student-short` (the anchor's shape in 3600 updates) or `student-6-2-short` (both).
 SEEDS ?= 1
 TEACHER ?= anchor:1
 STUDENT ?= student

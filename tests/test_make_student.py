@@ -83,16 +83,17 @@ def test_the_default_teaches_with_the_anchors_first_seed() -> None:
     assert scored == ["anchor", "student"]
 
 
-def test_the_hour_long_recipe_teaches_the_short_student() -> None:
-    steps, scored, _ = planned("TEACHER=lowercase:1", "STUDENT=student-short")
+@pytest.mark.parametrize("student", ["student-short", "student-6-2-short"])
+def test_the_hour_long_recipe_teaches_a_short_student(student: str) -> None:
+    steps, scored, _ = planned("TEACHER=lowercase:1", f"STUDENT={student}")
     assert option(steps["train"], "--name") == ["lowercase"]
     assert configs(steps["train"])[-1] == "configs/multi30k/en-de/transformer-lowercase.yaml"
     assert option(steps["distill"], "--corpus") == ["data/multi30k-distill-lowercase-orig"]
     assert configs(steps["student"])[-2:] == [
         "configs/multi30k/en-de/transformer-anchor.yaml",
-        "configs/multi30k/en-de/transformer-student-short.yaml",
+        f"configs/multi30k/en-de/transformer-{student}.yaml",
     ]
-    assert scored == ["lowercase", "student-short"]
+    assert scored == ["lowercase", student]
 
 
 def test_an_ensemble_teaches_without_training_here() -> None:

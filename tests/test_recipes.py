@@ -276,6 +276,30 @@ def test_the_deep_encoder_student_is_the_anchor_with_layers_moved_to_the_encoder
     assert parameters <= 3_000_000
 
 
+def test_the_short_students_differ_from_theirs_only_by_the_schedule(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """transformer-student-short is the anchor on a 3600-update cosine schedule, and
+    transformer-student-6-2-short is the 6+2 student on that same schedule: shape and
+    schedule compose, nothing else moves but the run folder."""
+    schedule = ["trainer.max_steps", "model.warmup_steps", "model.schedule"]
+    changes = [*schedule, "trainer.default_root_dir"]
+    for shortened, full in [
+        ("transformer-student-short", "transformer-anchor"),
+        ("transformer-student-6-2-short", "transformer-student-6-2"),
+    ]:
+        assert without(effective["en-de", shortened], *changes) == without(
+            effective["en-de", full], *changes
+        )
+    fast = effective["en-de", "transformer-student-6-2-short"]
+    short = effective["en-de", "transformer-student-short"]
+    assert without(fast, *changes) != without(short, *changes)
+    for key in schedule:
+        section, name = key.split(".")
+        assert fast[section][name] == short[section][name]
+    assert (short["trainer"]["max_steps"], short["model"]["schedule"]) == (3600, "cosine")
+
+
 @pytest.mark.parametrize(
     "name",
     [
