@@ -195,7 +195,9 @@ def random_batches(
     )
 
 
-def joined_pairs(base: Sequence[tuple[str, str]], count: int, mean: float, seed: int):
+def joined_pairs(
+    base: Sequence[tuple[str, str]], count: int, mean: float, seed: int
+) -> list[tuple[str, str]]:
     """``count`` pairs of 1 + Poisson(mean - 1) demo-corpus pairs joined by "; " on both
     sides: real parallel text at the lengths asked for (a demo pair has 4.6 English words)."""
     rng = random.Random(seed)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 from torch import Tensor
@@ -42,7 +43,7 @@ def _draw_map(
     tgt_pieces: Sequence[str] | None,
     title: str | None,
     fontsize: float = 9,
-):
+) -> AxesImage:
     """Draw weights [T, S] on ``ax``; labels only where pieces are given. Returns the image."""
     T, S = weights.shape
     image = ax.imshow(weights.float().numpy(), cmap=CMAP, vmin=0.0, vmax=1.0, aspect="auto")
