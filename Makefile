@@ -204,19 +204,22 @@ gpu-check:
 # BLEU. SEEDS: the seeds of the teacher's recipe and of the student; TEACHER: RECIPE:SEED,
 # the recipe `anchor` (the replica) or `lowercase` (the 7.6M recipe, about an hour), or the
 # name of an ensemble made and val-scored beforehand (`select_on_val.py ensemble`), which
-# trains nothing here; STUDENT: `student` (the anchor's shape) or the name of a student
-# overlay configs/multi30k/en-de/transformer-student-NAME.yaml, such as `student-6-2` (six
+# trains nothing here; STUDENT: `student` (the anchor's recipe) or student-NAME, the recipe
+# transformer-student-NAME of configs/multi30k/recipes.yaml, such as `student-6-2` (six
 # encoder and two decoder layers, an 8k vocabulary: the shape that decodes faster),
 # `student-short` (the anchor's shape in 3600 updates) or `student-6-2-short` (both).
 SEEDS ?= 1
 TEACHER ?= anchor:1
 STUDENT ?= student
-RECIPE_CONFIGS_lowercase := --config configs/multi30k/base/transformer.yaml \
-	--config configs/multi30k/en-de/transformer-lowercase.yaml
-RECIPE_CONFIGS_anchor := $(RECIPE_CONFIGS_lowercase) \
-	--config configs/multi30k/en-de/transformer-anchor.yaml
-STUDENT_OVERLAY := $(wildcard configs/multi30k/en-de/transformer-$(filter student-%,$(STUDENT)).yaml)
-STUDENT_CONFIGS := $(RECIPE_CONFIGS_anchor) $(addprefix --config ,$(STUDENT_OVERLAY))
+# the recipes (configs/multi30k/recipes.yaml) of the teacher and of the student
+RECIPES := configs/multi30k/recipes.yaml
+STUDENT_RECIPE := transformer-$(if $(filter student,$(STUDENT)),anchor,$(filter student-%,$(STUDENT)))
+# checked before anything is made: a student without a recipe would fail after the teacher
+ifneq ($(filter student,$(MAKECMDGOALS)),)
+ifeq ($(shell grep -q "^  $(STUDENT_RECIPE):" $(RECIPES) && echo found),)
+$(error STUDENT=$(STUDENT): it is student, or student-NAME with a recipe transformer-student-NAME in $(RECIPES))
+endif
+endif
 TEACHER_PARTS := $(subst :, ,$(TEACHER))
 TEACHER_RECIPE := $(filter anchor lowercase,$(firstword $(TEACHER_PARTS)))
 # the teacher recipe's seeds to train: SEEDS, and the teacher's own (TEACHER=anchor:2, SEEDS=1)
@@ -231,12 +234,11 @@ $(CASING): | $(STAMP) multi30k
 	mkdir -p $(dir $@)
 	$(SEQ2SEQ) recase --learn data/multi30k/train.de.gz --table $@
 student: $(STAMP) multi30k $(CASING)
-	@$(if $(filter student,$(STUDENT))$(STUDENT_OVERLAY),true,echo "STUDENT=$(STUDENT): it is \
-	  student, or student-NAME with a configs/multi30k/en-de/transformer-student-NAME.yaml" >&2; exit 2)
 	$(if $(TEACHER_RECIPE),$(SELECT) train --name $(TEACHER_RECIPE) --seeds $(TEACHER_SEEDS) \
-	  $(RECIPE_CONFIGS_$(TEACHER_RECIPE)))
+	  --recipe transformer-$(TEACHER_RECIPE))
 	$(SELECT) distill --teacher $(TEACHER) --corpus $(STUDENT_DATA) --keep-originals
-	$(SELECT) --data $(STUDENT_DATA) train --name $(STUDENT) --seeds $(SEEDS) $(STUDENT_CONFIGS)
+	$(SELECT) --data $(STUDENT_DATA) train --name $(STUDENT) --seeds $(SEEDS) \
+	  --recipe $(STUDENT_RECIPE)
 	for split in $(TEST_SPLITS); do test -f data/multi30k/$$split.en.gz || continue; \
 	  for name in $(TEACHER_RECIPE) $(STUDENT); do $(SELECT) final --name $$name \
 	    --test-split $$split --skip-scored --recase $(CASING) || exit 1; done; done

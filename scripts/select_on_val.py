@@ -14,6 +14,7 @@ against them. The protocol: docs/benchmarks/selection.md.
 
     python scripts/select_on_val.py train --name anchor --seeds 1 2 3 \\
         --config configs/multi30k/base/transformer.yaml --config my-variant.yaml [-- OPTIONS]
+    python scripts/select_on_val.py train --name student --recipe transformer-anchor
     python scripts/select_on_val.py table
     python scripts/select_on_val.py final --name anchor
     python scripts/select_on_val.py ensemble --name two --members anchor:1 anchor:2
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit import (
+    RECIPES,
     SEQ2SEQ,
     averaged,
     best_checkpoint,
@@ -41,6 +43,7 @@ from benchkit import (
     load_json,
     markdown_table,
     recent_checkpoints,
+    recipe_configs,
     run,
     save_json,
     split_files,
@@ -517,7 +520,11 @@ def parse_args() -> argparse.Namespace:
     commands = parser.add_subparsers(dest="command", required=True)
     train_command = commands.add_parser("train", help="fit a recipe per seed and score it on val")
     train_command.add_argument("--name", required=True, help="the recipe's name in the table")
-    train_command.add_argument("--config", type=Path, action="append", required=True)
+    composition = train_command.add_mutually_exclusive_group(required=True)
+    composition.add_argument("--config", type=Path, action="append", help="repeat: later win")
+    composition.add_argument(
+        "--recipe", help=f"a recipe of {RECIPES} for --pair, instead of its --config files"
+    )
     train_command.add_argument("--seeds", type=int, nargs="+", default=[1])
     train_command.add_argument(
         "override", nargs="*", help="options for seq2seq fit after --, e.g. -- --model.lr 5e-3"
@@ -557,6 +564,11 @@ def parse_args() -> argparse.Namespace:
         help="weightings to try, each a weight per member, comma-separated (0.7,0.3)",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.command == "train" and args.recipe:
+        recipes = recipe_configs(args.pair)
+        if args.recipe not in recipes:
+            parser.error(f"no {args.pair} recipe {args.recipe!r} in {RECIPES}: {sorted(recipes)}")
+        args.config = recipes[args.recipe]
     if args.command not in ("table", "record") and not (args.data / f"{VAL_SPLIT}.en.gz").exists():
         parser.error(f"no Multi30k corpus in {args.data} (run `make multi30k` or pass --data)")
     return args

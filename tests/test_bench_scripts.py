@@ -16,7 +16,8 @@ import torch
 
 from seq2seq.text.tokenizer import Tokenizer, VocabSettings
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+REPO = Path(__file__).resolve().parent.parent
+SCRIPTS = REPO / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
@@ -306,6 +307,38 @@ def test_the_step_benchmark_times_attention_and_the_whole_decoder_step_of_each_v
 @pytest.fixture(scope="module")
 def selection() -> ModuleType:
     return load_script("select_on_val")
+
+
+def train_arguments(
+    selection: ModuleType, monkeypatch: pytest.MonkeyPatch, data: Path, *words: str
+) -> argparse.Namespace:
+    """``select_on_val.py --data DATA train WORDS`` parsed from the repository's root, as
+    `make student` runs it."""
+    (data / "val.en.gz").touch()
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "argv", ["select_on_val.py", "--data", str(data), "train", *words])
+    return selection.parse_args()
+
+
+def test_a_recipe_of_recipes_yaml_trains_with_its_config_files(
+    selection: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    recipe = ["--recipe", "transformer-student-6-2-short"]
+    args = train_arguments(selection, monkeypatch, tmp_path, "--name", "fast", *recipe)
+    folder = Path("configs/multi30k")
+    assert args.config == [
+        folder / "base/transformer.yaml",
+        folder / "en-de/transformer-lowercase.yaml",
+        folder / "en-de/transformer-anchor.yaml",
+        folder / "en-de/transformer-student-6-2-short.yaml",
+    ]
+    with pytest.raises(SystemExit):
+        train_arguments(selection, monkeypatch, tmp_path, "--name", "x", "--recipe", "no-such")
+    with pytest.raises(SystemExit):  # a recipe or config files, not both
+        train_arguments(
+            selection, monkeypatch, tmp_path, "--name", "x", "--recipe", "transformer-anchor",
+            "--config", "configs/multi30k/base/transformer.yaml",
+        )  # fmt: skip
 
 
 def write_seed(recipe: Path, seed: int, scores: dict[str, float], minutes: float = 30) -> None:

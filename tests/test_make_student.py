@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,7 +50,11 @@ def option(words: list[str], name: str) -> list[str]:
 
 
 def configs(words: list[str]) -> list[str]:
-    return [words[i + 1] for i, word in enumerate(words) if word == "--config"]
+    """The --config files of the recipe a train step names (``--recipe``), as recipes.yaml
+    lists them."""
+    (recipe,) = option(words, "--recipe")
+    recipes = load_script("benchkit").recipe_configs("en-de", REPO)
+    return [str(path.relative_to(REPO)) for path in recipes[recipe]]
 
 
 def test_a_teacher_of_another_seed_is_trained_before_it_teaches() -> None:
@@ -94,6 +99,17 @@ def test_the_hour_long_recipe_teaches_a_short_student(student: str) -> None:
         f"configs/multi30k/en-de/transformer-{student}.yaml",
     ]
     assert scored == ["lowercase", student]
+
+
+def test_a_student_without_a_recipe_stops_before_anything_is_made() -> None:
+    """The check runs before the install and the teacher's hour: `make student` with a
+    STUDENT that recipes.yaml lacks plans nothing and names what it takes."""
+    made = subprocess.run(
+        ["make", "-n", "-C", str(REPO), "student", "STUDENT=student-nope"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert made.returncode != 0 and "select_on_val.py" not in made.stdout
+    assert "STUDENT=student-nope" in made.stderr and "recipes.yaml" in made.stderr
 
 
 def test_an_ensemble_teaches_without_training_here() -> None:
