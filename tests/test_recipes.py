@@ -94,7 +94,7 @@ def test_every_config_file_belongs_to_a_recipe_that_starts_from_a_base() -> None
     assert used == shipped
     for pair, name in COMPOSITIONS:
         first, *rest = RECIPES[pair][name]
-        assert first in ("base/rnn.yaml", "base/transformer.yaml") and 1 <= len(rest) <= 3
+        assert first in ("base/rnn.yaml", "base/transformer.yaml") and 1 <= len(rest) <= 4
         assert all(path.startswith(f"{pair}/") for path in rest), (pair, name)
 
 
@@ -298,6 +298,22 @@ def test_the_short_students_differ_from_theirs_only_by_the_schedule(
         section, name = key.split(".")
         assert fast[section][name] == short[section][name]
     assert (short["trainer"]["max_steps"], short["model"]["schedule"]) == (3600, "cosine")
+
+
+def test_the_bf16_student_is_the_short_6_2_student_in_bf16_with_more_updates(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """transformer-student-6-2-bf16 composes the 6+2 shape with a file of its own: bf16
+    autocast and 5400 updates on the short schedule, nothing else moved."""
+    bf16 = effective["en-de", "transformer-student-6-2-bf16"]
+    short = effective["en-de", "transformer-student-6-2-short"]
+    changes = ["trainer.precision", "trainer.max_steps", "trainer.default_root_dir"]
+    assert without(bf16, *changes) == without(short, *changes)
+    assert (bf16["trainer"]["precision"], short["trainer"]["precision"]) == (
+        "bf16-mixed",
+        "32-true",
+    )
+    assert bf16["trainer"]["max_steps"] == 5400
 
 
 @pytest.mark.parametrize(
