@@ -14,6 +14,7 @@ import pytest
 from test_bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parent.parent
+RECIPES = load_script("benchkit").recipe_configs("en-de", REPO)  # name -> its --config files
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
@@ -53,8 +54,7 @@ def configs(words: list[str]) -> list[str]:
     """The --config files of the recipe a train step names (``--recipe``), as recipes.yaml
     lists them."""
     (recipe,) = option(words, "--recipe")
-    recipes = load_script("benchkit").recipe_configs("en-de", REPO)
-    return [str(path.relative_to(REPO)) for path in recipes[recipe]]
+    return [str(path.relative_to(REPO)) for path in RECIPES[recipe]]
 
 
 def test_a_teacher_of_another_seed_is_trained_before_it_teaches() -> None:
