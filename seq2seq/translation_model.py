@@ -170,12 +170,15 @@ class TranslationModel:
         references: Sequence[str],
         lang: str | None = None,
         progress: bool = False,
+        remove_bpe: bool = False,
         **search: Any,
     ) -> Evaluation:
         """Translate ``sources`` and score them against ``references``: sacreBLEU, chrF, and
         the Multi30k literature's lowercased, tokenised BLEU (for ``lang``, default the
-        model's target language), as ``seq2seq evaluate`` does."""
-        from seq2seq.text.metrics import literature_bleu, score_corpus
+        model's target language), as ``seq2seq evaluate`` does; ``remove_bpe`` as its
+        ``--remove-bpe`` (subword-nmt pieces joined before scoring; the translations
+        returned keep them)."""
+        from seq2seq.text.metrics import score_translations
 
         if len(sources) != len(references):
             raise DataError(
@@ -186,10 +189,7 @@ class TranslationModel:
         start = time.perf_counter()
         hyps = [t.text for t in self.translate_all(list(sources), progress, settings)]
         seconds = time.perf_counter() - start
-        scores = score_corpus(hyps, list(references))
-        lang = lang or self.tgt_lang
-        if lang:
-            scores["bleu_literature"] = literature_bleu(hyps, list(references), lang)
+        scores = score_translations(hyps, list(references), lang or self.tgt_lang, remove_bpe)
         return Evaluation(scores, hyps, seconds)
 
     def attention(

@@ -6,10 +6,11 @@ import io
 import json
 import math
 
+import pytest
 import torch
 import yaml
 from cli_errors import cli_error
-from tiny_run import SIZES, run_seq2seq, tiny_config, write_config
+from tiny_run import SIZES, cut_into_pieces, run_seq2seq, tiny_config, write_config
 
 from seq2seq.commands.fit import ConfigIntoCheckpoint, Seq2SeqCLI
 from seq2seq.commands.main import main
@@ -75,6 +76,30 @@ def test_evaluate_prints_json_scores_with_signatures(trained_run, capsys):
     assert 0.0 <= scores["bleu"]["score"] <= 100.0
     assert "tok:13a" in scores["bleu"]["signature"]
     assert "tok:none" in scores["bleu_literature"]["signature"]
+
+
+def test_evaluate_remove_bpe_joins_the_pieces_of_translations_and_references(
+    trained_run, trained_transformer, tmp_path, capsys
+):
+    """--remove-bpe: references cut into pieces score the translations as if uncut, and the
+    translations written keep what the model wrote; without it the pieces are scored."""
+    corpus = trained_run["corpus"]
+    command = ["evaluate", "--ckpt", str(trained_transformer), "--src", str(corpus / "test.en")]
+    command += ["--beam", "2", "--json"]
+    main([*command, "--ref", str(corpus / "test.de"), "--output", str(tmp_path / "first.txt")])
+    capsys.readouterr()
+    translations = (tmp_path / "first.txt").read_text(encoding="utf-8").splitlines()
+    cut = [cut_into_pieces(line) for line in translations]
+    assert cut != translations
+    (tmp_path / "cut.de").write_text("".join(line + "\n" for line in cut), encoding="utf-8")
+    output = tmp_path / "joined.txt"
+    main([*command, "--ref", str(tmp_path / "cut.de"), "--remove-bpe", "--output", str(output)])
+    joined = json.loads(capsys.readouterr().out)
+    assert joined["bleu"]["score"] == pytest.approx(100.0)
+    assert joined["bleu_literature"]["score"] == pytest.approx(100.0)
+    assert output.read_text(encoding="utf-8").splitlines() == translations
+    main([*command, "--ref", str(tmp_path / "cut.de")])
+    assert json.loads(capsys.readouterr().out)["bleu_literature"]["score"] < 100.0
 
 
 def test_search_defaults_to_the_length_penalty_the_model_was_configured_with(

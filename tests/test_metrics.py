@@ -14,10 +14,12 @@ import sacrebleu
 
 from seq2seq.common.errors import DataError, Seq2SeqError
 from seq2seq.text.metrics import (
+    join_subword_nmt,
     literature_bleu,
     literature_tokenize,
     paired_bootstrap,
     score_corpus,
+    score_translations,
 )
 
 REFS = [
@@ -139,6 +141,35 @@ def test_literature_bleu_does_not_warn_that_its_tokens_look_tokenised(caplog) ->
     with caplog.at_level(logging.WARNING, logger="sacrebleu"):
         literature_bleu(lines, lines, "en")
     assert not [r for r in caplog.records if r.name.startswith("sacrebleu")]
+
+
+def test_subword_nmt_pieces_join_into_their_tokens() -> None:
+    assert join_subword_nmt("baum@@ wo@@ lle auf &quot; x@@") == "baumwolle auf &quot; x"
+    assert join_subword_nmt("ein mann .") == "ein mann ."
+
+
+def test_translations_in_subword_nmt_pieces_score_as_their_joined_tokens() -> None:
+    """--remove-bpe: pieces joined on both sides, then the literature's BLEU of those tokens,
+    not tokenised again (which would cut the escapes: ``&quot;`` -> ``&amp; quot ;``), so a
+    translation cut otherwise than its reference still scores 100; without it the pieces
+    themselves are scored."""
+    raw = ['Ein Mann sagt: "Baumwolle!"', "Zwei Hunde."]
+    refs = ["ein mann sagt : &quot; baum@@ wo@@ lle ! &quot;", "zwei hun@@ de ."]
+    assert [join_subword_nmt(r) for r in refs] == [literature_tokenize(r, "de") for r in raw]
+    hyps = ["ein mann sagt : &quot; baumwo@@ lle ! &quot;", "zwei hunde ."]
+    joined = score_translations(hyps, refs, "de", remove_bpe=True)
+    assert joined["bleu_literature"]["score"] == pytest.approx(100.0)
+    assert set(joined) == {"bleu", "chrf", "bleu_literature"}
+    wrong = ["ein hund sagt : &quot; baumwolle &quot;", "zwei hunde ."]
+    expected = sacrebleu.corpus_bleu(
+        [join_subword_nmt(h) for h in wrong], [[join_subword_nmt(r) for r in refs]],
+        tokenize="none", lowercase=True,
+    )  # fmt: skip
+    assert "&amp; quot ;" in literature_tokenize(wrong[0], "de")  # what it must not score
+    scored = score_translations(wrong, refs, "de", remove_bpe=True)["bleu_literature"]
+    assert scored["score"] == pytest.approx(expected.score)
+    assert score_translations(hyps, refs, "de")["bleu_literature"]["score"] < 100.0
+    assert score_translations(hyps, refs, None) == score_corpus(hyps, refs)
 
 
 def _read_lines(path: Path) -> list[str]:

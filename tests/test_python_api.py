@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_run import tiny_config, write_config
+from tiny_run import cut_into_pieces, tiny_config, write_config
 
 import seq2seq
 from seq2seq.commands.main import main
@@ -69,6 +69,19 @@ def test_score_gives_evaluates_scores(trained_transformer: Path, trained_run: di
     assert len(evaluation.translations) == 12
     with pytest.raises(seq2seq.Seq2SeqError, match="12 sources but 3 references"):
         seq2seq.load(trained_transformer).score(sources(trained_run), refs[:3])
+
+
+def test_score_joins_subword_nmt_pieces_when_asked(
+    trained_transformer: Path, trained_run: dict
+) -> None:
+    model = seq2seq.load(trained_transformer)
+    translations = model.translate(sources(trained_run), beam=2)
+    cut = [cut_into_pieces(translation) for translation in translations]
+    assert cut != translations
+    joined = model.score(sources(trained_run), cut, beam=2, remove_bpe=True)
+    assert joined.scores["bleu_literature"]["score"] == pytest.approx(100.0)
+    assert joined.translations == translations
+    assert model.score(sources(trained_run), cut, beam=2).scores["bleu_literature"]["score"] < 100
 
 
 def test_attention_is_arrays_and_a_figure_with_every_layer_and_head(

@@ -77,3 +77,9 @@ def run_seq2seq(*args: str, stdin: str = "", timeout: float = 300) -> subprocess
             process.communicate()
             raise
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def cut_into_pieces(line: str) -> str:
+    """``line`` as subword-nmt might cut it: each word of two letters or more in two pieces,
+    its first letter (``@@`` marking that the word goes on) and the rest."""
+    return " ".join(f"{w[:1]}@@ {w[1:]}" if len(w) > 1 else w for w in line.split())

@@ -119,6 +119,7 @@ def evaluate(
     lang: str | None = None,
     output: str | None = None,
     json_: bool = False,
+    remove_bpe: bool = False,
 ) -> None:
     """Translate a test set and score it: BLEU, chrF.
 
@@ -132,8 +133,12 @@ def evaluate(
         lang: target language for the literature scoring (default: config)
         output: also write the translations here
         json_: print the scores as JSON
+        remove_bpe: the corpus is cut into subword-nmt pieces ("@@" ending a piece) of
+            tokenised text: join translations and references into tokens before scoring,
+            and take the tokens as they are for the literature's BLEU (--output keeps the
+            pieces)
     """
-    from seq2seq.text.metrics import literature_bleu, score_corpus
+    from seq2seq.text.metrics import score_translations
 
     check_model_options("evaluate", model)  # the cheap checks before any work
     check_input_file(src)
@@ -148,10 +153,7 @@ def evaluate(
     if output:
         text = "".join(h + "\n" for h in hyps).encode("utf-8")
         write_atomically(output, lambda file: file.write(text))
-    scores = score_corpus(hyps, refs)
-    lang = lang or opened.tgt_lang
-    if lang:
-        scores["bleu_literature"] = literature_bleu(hyps, refs, lang)
+    scores = score_translations(hyps, refs, lang or opened.tgt_lang, remove_bpe)
     penalty = opened.search.length_penalty
     decoding = {
         "sentences": len(sources),

@@ -157,6 +157,33 @@ def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> Bleu
     )
 
 
+def join_subword_nmt(line: str) -> str:
+    """A line of subword-nmt pieces (``@@`` ending a piece its word goes on after) as the
+    tokens they cut: ``baum@@ wo@@ lle .`` -> ``baumwolle .``."""
+    return line.replace("@@ ", "").removesuffix("@@")
+
+
+def score_translations(
+    hyps: Sequence[str], refs: Sequence[str], lang: str | None, remove_bpe: bool = False
+) -> dict[str, MetricScore]:
+    """What ``seq2seq evaluate`` reports: sacreBLEU and chrF, and the literature's BLEU when
+    the target language ``lang`` is known.
+
+    ``remove_bpe``: both sides are subword-nmt pieces of text tokenised as the literature
+    tokenises it (a corpus cut as fairseq's Multi30k baseline cut its own): they are joined
+    into tokens first, and the literature's BLEU takes those tokens as they are, which is
+    how fairseq scores that baseline; sacreBLEU and chrF then score the tokens too.
+    """
+    if remove_bpe:
+        hyps, refs = [join_subword_nmt(h) for h in hyps], [join_subword_nmt(r) for r in refs]
+    scores = score_corpus(hyps, refs)
+    if remove_bpe:
+        scores["bleu_literature"] = _bleu_result(literature_metric(), hyps, refs)
+    elif lang:
+        scores["bleu_literature"] = literature_bleu(hyps, refs, lang)
+    return scores
+
+
 @contextmanager
 def _sacrebleu_seed(seed: int) -> Iterator[None]:
     """Set the seed of sacrebleu's significance tests, which read it only from the environment."""
