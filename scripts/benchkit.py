@@ -372,12 +372,14 @@ def evaluate(
     length_penalty: float | None = None,
     ensemble_weights: list[float] | None = None,
     recase: Path | None = None,
+    remove_bpe: bool = False,
 ) -> dict[str, Any]:
     """Scores and decoding speed from ``seq2seq evaluate --json`` (the hypotheses kept in
     ``folder``), and its peak RSS. Several checkpoints decode as an ensemble, weighted by
     ``ensemble_weights`` (default: equally); the length penalty is the checkpoint's unless
     given; ``bf16`` searches under bf16 autocast; ``recase``: the casing table that recases
-    the translations before they are scored."""
+    the translations before they are scored; ``remove_bpe``: translations and references
+    are subword-nmt pieces, joined before they are scored (``evaluate --remove-bpe``)."""
     members = [checkpoint] if isinstance(checkpoint, str) else checkpoint
     command = [*SEQ2SEQ, "evaluate", *(a for m in members for a in ("--ckpt", m))]
     command += ["--src", str(src), "--ref", str(ref)]
@@ -387,6 +389,7 @@ def evaluate(
     if ensemble_weights is not None:
         command += ["--ensemble-weight", *map(str, ensemble_weights)]
     command += [] if recase is None else ["--recase", str(recase)]
+    command += ["--remove-bpe"] if remove_bpe else []
     usage = run(command, folder / "evaluate.json", folder / "evaluate.log")
     if usage.status != 0:
         raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")

@@ -12,12 +12,11 @@ which seq2seq does not depend on (``pip install subword-nmt``).
 
 To train on the baseline's segmentation, ``write`` copies the corpus cut as the baseline cut
 it (lowercased, Moses-tokenised with XML escapes, 10k joint merges, ``@@`` markers), for a
-vocabulary of ``spm_model_type: word`` to read as it is; ``score`` joins the pieces of the
-translations again and scores them against the raw references' Moses tokens, as fairseq's
-BLEU scores the baseline's (the literature BLEU, without tokenising the output again):
+vocabulary of ``spm_model_type: word`` to read as it is; ``seq2seq evaluate --remove-bpe``
+(``select_on_val.py train --remove-bpe``) joins the pieces of translations and references
+again and scores the tokens, as fairseq's BLEU scores the baseline's:
 
     python scripts/compare_segmentation.py write --out data/multi30k-subword-nmt
-    python scripts/compare_segmentation.py score --hypotheses H.txt ... --ref REFERENCES.gz
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from pathlib import Path
 
 from seq2seq.common.atomic import write_atomically
 from seq2seq.text.lines import read_lines
-from seq2seq.text.metrics import literature_metric, literature_tokenize
+from seq2seq.text.metrics import literature_tokenize
 from seq2seq.text.tokenizer import Tokenizer, VocabSettings
 
 Cut = Callable[[str], list[str]]  # a Moses token -> its subwords, without markers
@@ -67,11 +66,6 @@ def subword_nmt(train: list[str], merges: int) -> Callable[[str], str]:
 def subword_nmt_cut(segment: Callable[[str], str]) -> Cut:
     """A token's pieces under ``segment`` (see ``subword_nmt``), without the markers."""
     return lambda token: [p.removesuffix("@@") for p in segment(token).split()]
-
-
-def join_pieces(line: str) -> str:
-    """The Moses tokens of a line of subword-nmt pieces."""
-    return line.replace("@@ ", "").removesuffix("@@")
 
 
 def pieces(tokenizer: Tokenizer) -> list[str]:
@@ -127,17 +121,6 @@ def write(args: argparse.Namespace) -> None:
     print(f"{len(known)} distinct pieces in the training split")
 
 
-def score(args: argparse.Namespace) -> None:
-    """BLEU of each file's joined translations against the references' Moses tokens."""
-    references = [literature_tokenize(line, args.lang) for line in read_lines(args.ref)]
-    metric = literature_metric()
-    for path in args.hypotheses:
-        hypotheses = [join_pieces(line) for line in read_lines(path)]
-        if len(hypotheses) != len(references):
-            raise SystemExit(f"{path}: {len(hypotheses)} lines, {len(references)} references")
-        print(f"{path}: {metric.corpus_score(hypotheses, [references])}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/multi30k"))
@@ -148,12 +131,8 @@ def main() -> None:
     compare_command.add_argument("--test-split", default="test_2016_flickr")
     write_command = commands.add_parser("write", help="the corpus cut as the baseline cut it")
     write_command.add_argument("--out", type=Path, required=True, help="the new corpus folder")
-    score_command = commands.add_parser("score", help="BLEU of segmented translations")
-    score_command.add_argument("--hypotheses", type=Path, nargs="+", required=True)
-    score_command.add_argument("--ref", type=Path, required=True, help="raw references")
-    score_command.add_argument("--lang", default="de", help="the references' language")
     args = parser.parse_args()
-    {"compare": compare, "write": write, "score": score}[args.command](args)
+    {"compare": compare, "write": write}[args.command](args)
 
 
 if __name__ == "__main__":

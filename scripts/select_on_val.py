@@ -78,14 +78,17 @@ class Setting:
 
 def evaluate(
     checkpoint: Path | list[Path], src: Path, ref: Path, folder: Path, beam: int, lp: float,
-    weights: list[float] | None = None, recase: Path | None = None,
+    weights: list[float] | None = None, recase: Path | None = None, remove_bpe: bool = False,
 ) -> dict[str, float]:  # fmt: skip
     """The scores of one checkpoint (several: an ensemble, weighted by ``weights``, default
     equally) under one length penalty, its translations recased by the table ``recase`` if
-    given; the hypotheses are kept in ``folder``."""
+    given, their subword-nmt pieces joined with the references' if ``remove_bpe``; the
+    hypotheses are kept in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     members = [str(c) for c in checkpoint] if isinstance(checkpoint, list) else str(checkpoint)
-    scores = evaluate_command(members, src, ref, folder, beam, False, lp, weights, recase)
+    scores = evaluate_command(
+        members, src, ref, folder, beam, False, lp, weights, recase, remove_bpe
+    )
     return {metric: scores[metric] for metric in METRICS}
 
 
@@ -132,16 +135,20 @@ def fit(args: argparse.Namespace, seed: int, folder: Path) -> dict[str, Any]:
 
 def score_on_val(
     folder: Path, models: dict[str, tuple[Path | list[Path], list[float] | None]],
-    val: tuple[Path, Path], beam: int,
+    val: tuple[Path, Path], beam: int, remove_bpe: bool = False,
 ) -> Scores:  # fmt: skip
     """The val scores of every model (its checkpoints and ensemble weights) under every length
-    penalty, kept in ``folder``/val.json: a setting scored already is not scored again."""
+    penalty, kept in ``folder``/val.json: a setting scored already is not scored again;
+    ``remove_bpe`` as ``evaluate``'s."""
     done = folder / "val.json"
     scores = load_json(done)
     for model, (checkpoint, weights) in models.items():
         for lp in LENGTH_PENALTIES:
             if (key := Setting(model, lp).key) not in scores:
-                scores[key] = evaluate(checkpoint, *val, folder / "val" / key, beam, lp, weights)
+                scratch = folder / "val" / key
+                scores[key] = evaluate(
+                    checkpoint, *val, scratch, beam, lp, weights, remove_bpe=remove_bpe
+                )
                 save_json(done, scores)
     return scores
 
@@ -149,6 +156,7 @@ def score_on_val(
 def train(args: argparse.Namespace) -> None:
     recipe_dir = args.out / args.name
     recipe = {"config": [str(c) for c in args.config], "override": args.override}
+    recipe |= {"remove_bpe": True} if args.remove_bpe else {}
     known = recipe_dir / "recipe.json"
     if known.exists() and load_json(known) != recipe:
         sys.exit(f"{args.name} was trained with another recipe ({known}); choose another --name")
@@ -159,7 +167,7 @@ def train(args: argparse.Namespace) -> None:
         folder.mkdir(exist_ok=True)
         fit(args, seed, folder)
         models = {name: (path, None) for name, path in final_models(folder / "run", folder).items()}
-        score_on_val(folder, models, val, args.beam)
+        score_on_val(folder, models, val, args.beam, args.remove_bpe)
     print_table(args.out)
 
 
@@ -333,14 +341,16 @@ def final_seeds(
     per_seed = seed_scores(recipe_dir)
     setting = chosen_setting(per_seed)
     test = split_files(args.data, args.test_split, args.pair)
+    remove_bpe = scores_joined_pieces(recipe_dir)
     scores = {}
     for seed in per_seed if seeds is None else seeds:
         folder = recipe_dir / f"seed{seed}"
         checkpoint = final_models(folder / "run", folder)[setting.model]
         scratch = folder / args.test_split
         scores[seed] = evaluate(
-            checkpoint, *test, scratch, args.beam, setting.length_penalty, recase=args.recase
-        )
+            checkpoint, *test, scratch, args.beam, setting.length_penalty,
+            recase=args.recase, remove_bpe=remove_bpe,
+        )  # fmt: skip
     return {"setting": setting.key, "scores": scores}
 
 
@@ -359,10 +369,20 @@ def ensemble_weights(model: str) -> list[float] | None:
     return [float(w) for w in inside.split(",")] if inside else None
 
 
+def scores_joined_pieces(recipe_dir: Path) -> bool:
+    """Whether the recipe was trained with ``--remove-bpe``: on a corpus of subword-nmt
+    pieces, scored once they are joined."""
+    recipe = recipe_dir / "recipe.json"
+    return recipe.exists() and load_json(recipe).get("remove_bpe", False)
+
+
 def member_model(out: Path, member: str) -> tuple[Path, Setting]:
     """The model of ``member`` (``recipe:seed``) and its recipe's val-chosen setting, which
     names that model in the seed's run."""
     recipe, _, seed = member.partition(":")
+    if scores_joined_pieces(out / recipe):
+        sys.exit(f"{recipe} is scored on joined subword-nmt pieces (train --remove-bpe): it "
+                 "cannot be an ensemble's member or a teacher")  # fmt: skip
     per_seed = seed_scores(out / recipe)
     if not seed.isdigit() or int(seed) not in per_seed:
         sys.exit(f"no val-scored seed {seed!r} of {recipe!r} in {out} (members are recipe:seed)")
@@ -526,6 +546,11 @@ def parse_args() -> argparse.Namespace:
         "--recipe", help=f"a recipe of {RECIPES} for --pair, instead of its --config files"
     )
     train_command.add_argument("--seeds", type=int, nargs="+", default=[1])
+    train_command.add_argument(
+        "--remove-bpe", action="store_true",
+        help="--data is cut into subword-nmt pieces (compare_segmentation.py write): score "
+        "translations and references joined into tokens, on val and, by `final`, on test",
+    )  # fmt: skip
     train_command.add_argument(
         "override", nargs="*", help="options for seq2seq fit after --, e.g. -- --model.lr 5e-3"
     )

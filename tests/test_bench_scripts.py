@@ -341,6 +341,44 @@ def test_a_recipe_of_recipes_yaml_trains_with_its_config_files(
         )  # fmt: skip
 
 
+@pytest.mark.parametrize("pieces", [True, False])
+def test_a_recipe_on_subword_nmt_pieces_is_scored_joined_on_val_and_on_test(
+    selection: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pieces: bool
+):
+    """train --remove-bpe: the recipe's record says so, so that val and `final`'s test set
+    both score the pieces joined; such a recipe is no ensemble member (nor teacher)."""
+    joined = []
+
+    def evaluate(*args: object, remove_bpe: bool = False, **kwargs: object) -> dict:
+        joined.append(remove_bpe)
+        return {"bleu_literature": 30.0, "bleu": 29.0, "chrf": 50.0}
+
+    def fit(args: argparse.Namespace, seed: int, folder: Path) -> None:
+        write_json(folder / "train.json", {"seconds": 60.0, "seed": seed})
+
+    monkeypatch.setattr(selection, "evaluate", evaluate)
+    monkeypatch.setattr(selection, "fit", fit)
+    monkeypatch.setattr(selection, "final_models", lambda run, folder: {"last-1": folder / "x"})
+    words = ["--name", "cut", "--config", "base.yaml", *(["--remove-bpe"] if pieces else [])]
+    args = train_arguments(selection, monkeypatch, tmp_path, *words)
+    args.out = tmp_path / "selection"
+    selection.train(args)
+    recipe = json.loads((args.out / "cut" / "recipe.json").read_text())
+    assert recipe.get("remove_bpe", False) is pieces
+    assert joined == [pieces] * len(selection.LENGTH_PENALTIES)
+    final = argparse.Namespace(
+        out=args.out, name="cut", again=False, skip_scored=False,
+        test_split="test_2016_flickr", data=tmp_path, pair="en-de", beam=5, recase=None,
+    )  # fmt: skip
+    selection.final(final)
+    assert joined[-1] is pieces and len(joined) == len(selection.LENGTH_PENALTIES) + 1
+    if pieces:
+        with pytest.raises(SystemExit, match="subword-nmt"):
+            selection.member_model(args.out, "cut:1")
+    else:
+        assert selection.member_model(args.out, "cut:1")[0] == args.out / "cut" / "seed1" / "x"
+
+
 def write_seed(recipe: Path, seed: int, scores: dict[str, float], minutes: float = 30) -> None:
     """A trained seed's records: val literature BLEU per setting key, and its fit's time."""
     write_json(recipe / "recipe.json", {"config": ["base.yaml"], "override": []})
@@ -403,7 +441,7 @@ def test_a_seed_trained_after_the_scoring_is_scored_alone_and_once(
     write_seed(tmp_path / "anchor", 2, {"last-10@lp2": 40.0, "last-5@lp2": 41.0})
     evaluated, recased = [], []
 
-    def evaluate(checkpoint: Path, *args: object, recase: Path | None = None) -> dict:
+    def evaluate(checkpoint: Path, *args: object, recase: Path | None = None, **_: object) -> dict:
         evaluated.append(checkpoint)
         recased.append(recase)
         return {"bleu_literature": 40.9, "bleu": 20.0, "chrf": 51.0}
@@ -790,27 +828,3 @@ def test_segmentations_are_compared_token_by_token_without_their_markers():
 
     tokens = ["ab", "abc", "abc", "xyzw"]
     assert segmentation.differently_cut(tokens, whole, halves) == {"abc": 2, "xyzw": 1}
-    assert segmentation.join_pieces("baum@@ wo@@ lle auf &quot; x@@") == "baumwolle auf &quot; x"
-
-
-def test_segmented_translations_are_scored_against_the_raw_references_moses_tokens(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-):
-    """compare_segmentation.py score: pieces joined again, then BLEU against the raw
-    references cut into Moses tokens (XML escapes as the references get them), per file."""
-    segmentation = load_script("compare_segmentation")
-    ref = tmp_path / "ref.de"
-    ref.write_text('Ein Mann sagt: "Baumwolle!"\nZwei Hunde.\n')
-    same = tmp_path / "same.txt"
-    same.write_text("ein mann sagt : &quot; baum@@ wo@@ lle ! &quot;\nzwei hun@@ de .\n")
-    other = tmp_path / "other.txt"
-    other.write_text("ein hund@@ e läuft .\nzwei katzen .\n")
-    args = SimpleNamespace(hypotheses=[same, other], ref=ref, lang="de")
-    segmentation.score(args)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith(f"{same}: BLEU = 100.00")
-    assert lines[1].startswith(f"{other}: BLEU = ") and "BLEU = 100" not in lines[1]
-    short = tmp_path / "short.txt"
-    short.write_text("ein mann .\n")
-    with pytest.raises(SystemExit, match="1 lines, 2 references"):
-        segmentation.score(SimpleNamespace(hypotheses=[short], ref=ref, lang="de"))
