@@ -15,6 +15,8 @@ against them. The protocol: docs/benchmarks/selection.md.
     python scripts/select_on_val.py train --name anchor --seeds 1 2 3 \\
         --config configs/multi30k/base/transformer.yaml --config my-variant.yaml [-- OPTIONS]
     python scripts/select_on_val.py train --name student --recipe transformer-anchor
+    python scripts/select_on_val.py --data data/multi30k-subword-nmt train --name cut \
+        --recipe transformer-anchor-subword-nmt --remove-bpe   # scored on joined pieces
     python scripts/select_on_val.py table
     python scripts/select_on_val.py final --name anchor
     python scripts/select_on_val.py ensemble --name two --members anchor:1 anchor:2
