@@ -89,8 +89,9 @@ def evaluate(
     folder.mkdir(parents=True, exist_ok=True)
     members = [str(c) for c in checkpoint] if isinstance(checkpoint, list) else str(checkpoint)
     scores = evaluate_command(
-        members, src, ref, folder, beam, False, lp, weights, recase, remove_bpe
-    )
+        members, src, ref, folder, beam, length_penalty=lp, ensemble_weights=weights,
+        recase=recase, remove_bpe=remove_bpe,
+    )  # fmt: skip
     return {metric: scores[metric] for metric in METRICS}
 
 
