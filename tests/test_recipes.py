@@ -244,6 +244,20 @@ def test_the_rdrop_recipe_is_the_lowercased_one_with_the_kl_term_in_the_same_hou
     assert rdrop["trainer"]["max_epochs"] <= recipe["trainer"]["max_epochs"] // 2
 
 
+def test_the_long_rdrop_recipe_trains_as_many_epochs_as_the_recipe(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """transformer-lowercase-rdrop-28 is the hour's R-Drop recipe over the recipe's own
+    epochs (28): nothing else changes but its run folder."""
+    long = effective["en-de", "transformer-lowercase-rdrop-28"]
+    hour = effective["en-de", "transformer-lowercase-rdrop"]
+    recipe = effective["en-de", "transformer-lowercase"]
+    changes = ["trainer.max_epochs", "trainer.default_root_dir"]
+    assert without(long, *changes) == without(hour, *changes)
+    assert long["trainer"]["max_epochs"] == recipe["trainer"]["max_epochs"] == 28
+    assert long["model"]["rdrop_alpha"] == 5.0
+
+
 def test_the_anchor_on_subword_nmt_pieces_changes_only_the_vocabulary(
     effective: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
@@ -322,6 +336,7 @@ def test_the_bf16_student_is_the_short_6_2_student_in_bf16_with_more_updates(
         "transformer-lowercase",
         "transformer-lowercase-sampled",
         "transformer-lowercase-rdrop",
+        "transformer-lowercase-rdrop-28",
         "luong-concat-lowercase",
     ],
 )
