@@ -248,13 +248,19 @@ def test_the_long_rdrop_recipe_trains_as_many_epochs_as_the_recipe(
     effective: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
     """transformer-lowercase-rdrop-28 is the hour's R-Drop recipe over the recipe's own
-    epochs (28): nothing else changes but its run folder."""
+    epochs (28), without the hour's time limit and keeping the last 10 epochs for val to
+    choose from: nothing else changes but its run folder."""
     long = effective["en-de", "transformer-lowercase-rdrop-28"]
     hour = effective["en-de", "transformer-lowercase-rdrop"]
     recipe = effective["en-de", "transformer-lowercase"]
-    changes = ["trainer.max_epochs", "trainer.default_root_dir"]
-    assert without(long, *changes) == without(hour, *changes)
+    changes = ["trainer.max_epochs", "trainer.max_time", "trainer.callbacks"]
+    assert without(long, *changes, "trainer.default_root_dir") == without(
+        hour, *changes, "trainer.default_root_dir"
+    )
     assert long["trainer"]["max_epochs"] == recipe["trainer"]["max_epochs"] == 28
+    assert (long["trainer"]["max_time"], hour["trainer"]["max_time"]) == (None, "00:01:00:00")
+    (kept,) = long["trainer"]["callbacks"]
+    assert kept["init_args"]["monitor"] == "epoch" and kept["init_args"]["save_top_k"] == 10
     assert long["model"]["rdrop_alpha"] == 5.0
 
 
