@@ -10,7 +10,8 @@ alone, under what val chooses over all seeds); ``distill`` has a recipe's seed (
 an ensemble), under the setting val chose, translate the training sources for a student
 (docs/distillation.md); ``record`` copies every record (JSON, no checkpoint) into a folder
 of the repository with the val table they give, which the report links and a test checks
-against them. The protocol: docs/benchmarks/selection.md.
+against them, and replaces none there that the new one does not extend. The protocol:
+docs/benchmarks/selection.md.
 
     python scripts/select_on_val.py train --name anchor --seeds 1 2 3 \\
         --config configs/multi30k/base/transformer.yaml --config my-variant.yaml [-- OPTIONS]
@@ -117,9 +118,12 @@ def final_models(run_dir: Path, folder: Path) -> dict[str, Path]:
 
 def fit(args: argparse.Namespace, seed: int, folder: Path) -> dict[str, Any]:
     """Train the recipe with one seed (or find it trained); the fit's time and memory. A
-    stopped fit (a last.ckpt but no train.json) continues, and its record says so: its time
-    is then that of the last part alone."""
-    done = folder / "train.json"
+    stopped fit (a last.ckpt but no train.json) continues; the time of each part that stopped
+    is kept (stopped.json) and counted in the record of the fit it continues into, which says
+    in how many parts the fit ran, and ``resumed`` if its first counted part continued one
+    whose time was lost (a part killed with this script): its time is then that of the
+    counted parts alone."""
+    done, stopped = folder / "train.json", folder / "stopped.json"
     if done.exists():
         return load_json(done)
     resumed = (folder / "run" / "checkpoints" / "last.ckpt").exists()
@@ -128,10 +132,14 @@ def fit(args: argparse.Namespace, seed: int, folder: Path) -> dict[str, Any]:
     command += ["--ckpt_path", "last"] if resumed else []
     print(f"[{args.name} seed {seed}] {' '.join(command[2:])}", flush=True)
     usage = run(command, folder / "fit.out", folder / "fit.log")
+    part = {"seconds": usage.seconds, "peak_rss_mb": usage.peak_rss_mb, "resumed": resumed}
+    parts = [*(load_json(stopped, []) if resumed else []), part]  # a fresh fit starts anew
     if usage.status != 0:
+        save_json(stopped, parts)
         raise RuntimeError(f"training failed (exit {usage.status}), see {folder / 'fit.log'}")
-    record = {"seconds": usage.seconds, "peak_rss_mb": usage.peak_rss_mb, "seed": seed}
-    record["resumed"] = resumed
+    record = {"seconds": sum(p["seconds"] for p in parts)}
+    record |= {"peak_rss_mb": max(p["peak_rss_mb"] for p in parts), "seed": seed}
+    record |= {"parts": len(parts), "resumed": parts[0]["resumed"]}
     save_json(done, record)
     return record
 
@@ -206,8 +214,8 @@ def val_rows(out: Path) -> list[list[str]]:
         cells += [mean_and_spread([s[setting.key][m] for s in per_seed.values()]) for m in METRICS]
         fits = [load_json(recipe_dir / f"seed{seed}" / "train.json") for seed in per_seed]
         minutes = f"{statistics.mean(fit['seconds'] / 60 for fit in fits):.0f}"
-        resumed = any(fit.get("resumed") for fit in fits)
-        minutes += " (resumed: the last part)" if resumed else ""
+        minutes += " (in parts)" if any(fit.get("parts", 1) > 1 for fit in fits) else ""
+        minutes += " (resumed: the last part)" if any(fit.get("resumed") for fit in fits) else ""
         if trained_on := load_json(recipe_dir / "recipe.json").get("trained_on"):
             minutes += f" on {trained_on.split(',')[0]}"  # a lent GPU, not this machine
         cells.append(minutes)
@@ -518,19 +526,46 @@ def distill(args: argparse.Namespace) -> None:
 RECORDS = ("recipe.json", "ensemble.json", "val.json", "final.json", "train.json", "distill.json")
 
 
+def extends(old: Any, new: Any) -> bool:
+    """Whether the record ``new`` keeps all that ``old`` holds: an equal value, a mapping with
+    each of old's keys extended, a list that begins with old's items extended (val scores
+    added to a val.json, a test split added to a final.json)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return all(key in new and extends(value, new[key]) for key, value in old.items())
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) <= len(new) and all(map(extends, old, new))
+    return old == new
+
+
 def record(args: argparse.Namespace) -> None:
     """Copy the records of every recipe and ensemble in ``args.out`` that has val scores (its
-    JSON files, no checkpoint or translation) into ``args.into``, and write the val table
-    they give there (``val-table.md``, ``val-table.png``)."""
+    JSON files, no checkpoint or translation; those named in ``args.names`` alone, if given)
+    into ``args.into``, and write the val table they give there (``val-table.md``,
+    ``val-table.png``). A record there that the new one does not extend, such as a teacher
+    trained again in the folder of a run whose test score is recorded, stops the copy before
+    anything is written."""
     scored = sorted({path.parents[1] for path in args.out.glob("*/seed*/val.json")})
     scored += sorted(path.parent for path in args.out.glob("*/val.json"))  # ensembles
-    copied = 0
-    for folder in scored:  # its seeds' records, and a teacher's distill/CORPUS/distill.json
-        for path in sorted(folder.rglob("*.json")):
-            if path.name in RECORDS:
-                save_json(args.into / path.relative_to(args.out), load_json(path))
-                copied += 1
-    print(f"{copied} records of {len(scored)} recipes and ensembles copied into {args.into}")
+    scored = [folder for folder in scored if not args.names or folder.name in args.names]
+    copies = {  # its seeds' records, and a teacher's distill/CORPUS/distill.json
+        args.into / path.relative_to(args.out): load_json(path)
+        for folder in scored
+        for path in sorted(folder.rglob("*.json"))
+        if path.name in RECORDS
+    }
+    clashes = [
+        str(path) for path, new in copies.items()
+        if path.exists() and not extends(load_json(path), new)
+    ]  # fmt: skip
+    if clashes:
+        sys.exit(
+            f"nothing copied: these records in {args.into} hold what the new ones in {args.out} do "
+            "not (a run trained again in the same folder?); keep them, and record the others "
+            "with --names:\n  " + "\n  ".join(clashes)
+        )  # fmt: skip
+    for path, new in copies.items():
+        save_json(path, new)
+    print(f"{len(copies)} records of {len(scored)} recipes and ensembles copied into {args.into}")
     print_table(args.into)
 
 
@@ -582,6 +617,9 @@ def parse_args() -> argparse.Namespace:
         "record", help="copy every record and the val table into a folder of the repository"
     )
     record_command.add_argument("--into", type=Path, required=True)
+    record_command.add_argument(
+        "--names", nargs="+", default=[], help="only these recipes and ensembles (default: all)"
+    )
     ensemble_command = commands.add_parser(
         "ensemble", help="score an ensemble of trained seeds on val (members: recipe:seed)"
     )

@@ -652,6 +652,42 @@ def test_a_stopped_fit_continues_from_its_last_checkpoint(
     assert row[-2:] == (["1 (resumed: the last part)", "–"] if stopped else ["1", "–"])
 
 
+def test_a_fit_stopped_and_continued_counts_the_time_of_every_part(
+    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A fit stopped (GracefulStop's exit status) keeps its part's time; the part that
+    finishes it continues from last.ckpt, and the record sums both parts' times, not that of
+    a failed start that left no checkpoint."""
+    folder = tmp_path / "anchor" / "seed1"
+    (folder / "run" / "checkpoints").mkdir(parents=True)
+    # status, seconds, peak RSS: a crash before any checkpoint (its time is no part of the
+    # fit), a stop by SIGTERM (GracefulStop saves last.ckpt, exit 128 + 15), the part after it
+    outcomes = iter([(1, 5.0, 900.0), (143, 100.0, 300.0), (0, 60.0, 200.0)])
+
+    def fake_run(command, stdout, stderr):
+        status, seconds, peak = next(outcomes)
+        assert (command[-2:] == ["--ckpt_path", "last"]) is (status == 0)
+        if status == 143:
+            (folder / "run" / "checkpoints" / "last.ckpt").write_bytes(b"")
+        return SimpleNamespace(status=status, seconds=seconds, peak_rss_mb=peak)
+
+    monkeypatch.setattr(selection, "run", fake_run)
+    args = argparse.Namespace(name="anchor", config=[Path("base.yaml")], data=tmp_path,
+                              override=[])  # fmt: skip
+    with pytest.raises(RuntimeError, match=r"exit 1\)"):
+        selection.fit(args, 1, folder)
+    with pytest.raises(RuntimeError, match="exit 143"):
+        selection.fit(args, 1, folder)
+    assert not (folder / "train.json").exists()
+    record = selection.fit(args, 1, folder)
+    assert record == {"seconds": 160.0, "peak_rss_mb": 300.0, "seed": 1, "parts": 2,
+                      "resumed": False}  # fmt: skip
+    write_json(folder / "val.json", {"last-1@lp1": {"bleu_literature": 1, "bleu": 1, "chrf": 1}})
+    write_json(tmp_path / "anchor" / "recipe.json", {"config": ["base.yaml"], "override": []})
+    (row,) = selection.val_rows(tmp_path)
+    assert row[-2] == "3 (in parts)"
+
+
 def test_an_ensembles_weights_are_named_in_its_setting_and_read_back(selection: ModuleType):
     for weights in (None, [0.7, 0.3], [2.0, 1.0, 1.0]):
         model = selection.ensemble_model(weights)
@@ -775,6 +811,43 @@ def test_a_teacher_distills_under_the_setting_val_chose_and_only_once(
     args.teacher, args.corpus = "nobody", tmp_path / "kd-nobody"
     with pytest.raises(SystemExit, match="neither recipe:seed nor a val-scored ensemble"):
         selection.distill(args)
+
+
+def test_record_keeps_the_committed_records_a_retrained_run_would_replace(
+    selection: ModuleType, tmp_path: Path
+):
+    """`record` copies the records and the table; more val scores or another test split
+    extend a committed record and are copied, while a teacher trained again in the same
+    folder (another fit time, other val scores) stops the copy whole; --names records the
+    others."""
+    out, into = tmp_path / "runs", tmp_path / "docs"
+    write_seed(out / "teacher", 1, {"last-1@lp1": 40.0}, minutes=60)
+    tested = {"split": "test_2016_flickr", "scores": {"1": {"bleu_literature": 39.5}}}
+    write_json(out / "teacher" / "final.json", [tested])
+    args = argparse.Namespace(out=out, into=into, names=[])
+    selection.record(args)
+    committed = json.loads((into / "teacher" / "seed1" / "train.json").read_text())
+    assert committed["seconds"] == 3600 and (into / "val-table.md").exists()
+
+    write_seed(out / "teacher", 1, {"last-1@lp1": 40.0, "last-5@lp1": 40.5}, minutes=60)
+    write_json(out / "teacher" / "final.json", [tested, {**tested, "split": "test_2017_flickr"}])
+    selection.record(args)
+    assert len(json.loads((into / "teacher" / "final.json").read_text())) == 2
+    assert "last-5@lp1" in json.loads((into / "teacher" / "seed1" / "val.json").read_text())
+
+    write_seed(out / "teacher", 1, {"last-1@lp1": 39.0}, minutes=61)  # trained again
+    write_seed(out / "student", 1, {"last-1@lp1": 41.0})
+    with pytest.raises(SystemExit, match="nothing copied") as stopped:
+        selection.record(args)
+    assert "teacher/seed1/train.json" in str(stopped.value)
+    assert "teacher/seed1/val.json" in str(stopped.value)
+    assert json.loads((into / "teacher" / "seed1" / "train.json").read_text()) == committed
+    assert not (into / "student").exists()
+
+    args.names = ["student"]
+    selection.record(args)
+    assert (into / "student" / "seed1" / "val.json").exists()
+    assert json.loads((into / "teacher" / "seed1" / "train.json").read_text()) == committed
 
 
 def test_the_committed_val_table_is_what_the_committed_records_give(selection: ModuleType):
