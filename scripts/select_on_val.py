@@ -141,6 +141,7 @@ def fit(args: argparse.Namespace, seed: int, folder: Path) -> dict[str, Any]:
     record |= {"peak_rss_mb": max(p["peak_rss_mb"] for p in parts), "seed": seed}
     record |= {"parts": len(parts), "resumed": parts[0]["resumed"]}
     save_json(done, record)
+    stopped.unlink(missing_ok=True)  # counted: train.json holds the parts now
     return record
 
 

@@ -682,6 +682,7 @@ def test_a_fit_stopped_and_continued_counts_the_time_of_every_part(
     record = selection.fit(args, 1, folder)
     assert record == {"seconds": 160.0, "peak_rss_mb": 300.0, "seed": 1, "parts": 2,
                       "resumed": False}  # fmt: skip
+    assert not (folder / "stopped.json").exists()  # no stale parts for a later continuation
     write_json(folder / "val.json", {"last-1@lp1": {"bleu_literature": 1, "bleu": 1, "chrf": 1}})
     write_json(tmp_path / "anchor" / "recipe.json", {"config": ["base.yaml"], "override": []})
     (row,) = selection.val_rows(tmp_path)
