@@ -623,6 +623,11 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
     assert "case:lc|eff:no|tok:none" in record["bootstrap"]["signature"]  # literature BLEU
 
 
+def fit_args(data: Path) -> argparse.Namespace:
+    """What `select_on_val.py train` gives `fit`: the recipe "anchor" of one config."""
+    return argparse.Namespace(name="anchor", config=[Path("base.yaml")], data=data, override=[])
+
+
 @pytest.mark.parametrize("stopped", [False, True])
 def test_a_stopped_fit_continues_from_its_last_checkpoint(
     selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stopped: bool
@@ -639,8 +644,7 @@ def test_a_stopped_fit_continues_from_its_last_checkpoint(
         return SimpleNamespace(status=0, seconds=60.0, peak_rss_mb=100.0)
 
     monkeypatch.setattr(selection, "run", fake_run)
-    args = argparse.Namespace(name="anchor", config=[Path("base.yaml")], data=tmp_path,
-                              override=[])  # fmt: skip
+    args = fit_args(tmp_path)
     record = selection.fit(args, 1, folder)
     (command,) = commands
     assert (command[-2:] == ["--ckpt_path", "last"]) is stopped
@@ -672,8 +676,7 @@ def test_a_fit_stopped_and_continued_counts_the_time_of_every_part(
         return SimpleNamespace(status=status, seconds=seconds, peak_rss_mb=peak)
 
     monkeypatch.setattr(selection, "run", fake_run)
-    args = argparse.Namespace(name="anchor", config=[Path("base.yaml")], data=tmp_path,
-                              override=[])  # fmt: skip
+    args = fit_args(tmp_path)
     with pytest.raises(RuntimeError, match=r"exit 1\)"):
         selection.fit(args, 1, folder)
     with pytest.raises(RuntimeError, match="exit 143"):
