@@ -94,7 +94,8 @@ def test_every_config_file_belongs_to_a_recipe_that_starts_from_a_base() -> None
     assert used == shipped
     for pair, name in COMPOSITIONS:
         first, *rest = RECIPES[pair][name]
-        assert first in ("base/rnn.yaml", "base/transformer.yaml") and 1 <= len(rest) <= 4
+        # the deepest: a student's R-Drop file over its bf16 file, shape, anchor, lowercase
+        assert first in ("base/rnn.yaml", "base/transformer.yaml") and 1 <= len(rest) <= 5
         assert all(path.startswith(f"{pair}/") for path in rest), (pair, name)
 
 
@@ -333,6 +334,23 @@ def test_the_bf16_student_is_the_short_6_2_student_in_bf16_with_more_updates(
         "32-true",
     )
     assert bf16["trainer"]["max_steps"] == 5400
+
+
+def test_the_rdrop_student_is_the_bf16_student_with_the_kl_term_in_the_same_budget(
+    effective: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """transformer-student-6-2-bf16-rdrop adds R-Drop to the bf16 student and halves its
+    updates and warm-up, since each update runs the batch twice: the same sentences through
+    the model, on the same cosine schedule; nothing else moves but its run folder."""
+    rdrop = effective["en-de", "transformer-student-6-2-bf16-rdrop"]
+    plain = effective["en-de", "transformer-student-6-2-bf16"]
+    changes = ["model.rdrop_alpha", "trainer.max_steps", "model.warmup_steps"]
+    changes += ["trainer.default_root_dir"]
+    assert without(rdrop, *changes) == without(plain, *changes)
+    assert (rdrop["model"]["rdrop_alpha"], plain["model"]["rdrop_alpha"]) == (5.0, 0.0)
+    assert 2 * rdrop["trainer"]["max_steps"] == plain["trainer"]["max_steps"]
+    assert 2 * rdrop["model"]["warmup_steps"] == plain["model"]["warmup_steps"]
+    assert rdrop["model"]["schedule"] == "cosine"
 
 
 @pytest.mark.parametrize(
