@@ -158,6 +158,42 @@ def test_the_symmetric_kl_is_half_the_sum_of_both_directions_on_valid_positions(
     assert symmetric_kl(a, a, lengths) == 0.0
 
 
+def test_the_kl_gradients_are_those_of_the_two_directions_written_out() -> None:
+    """symmetric_kl's own backward against autograd through F.kl_div, in float64, with a
+    padded position that must get no gradient."""
+    torch.manual_seed(4)
+    a = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([3, 2])
+    weight = torch.tensor(1.7, dtype=torch.float64)  # a gradient other than 1 flows in
+    (weight * symmetric_kl(a, b, lengths)).backward()
+    fused = a.grad.clone(), b.grad.clone()
+    a.grad = b.grad = None
+    valid = torch.arange(3) < lengths.unsqueeze(1)
+    log_a, log_b = a[valid].log_softmax(-1), b[valid].log_softmax(-1)
+    a_b = F.kl_div(log_b, log_a, log_target=True, reduction="sum")
+    b_a = F.kl_div(log_a, log_b, log_target=True, reduction="sum")
+    (weight * (a_b + b_a) / 2).backward()
+    for mine, reference in zip(fused, (a.grad, b.grad), strict=True):
+        assert torch.allclose(mine, reference, atol=1e-12)
+        assert mine[1, 2].abs().sum() == 0
+    assert torch.autograd.gradcheck(lambda x, y: symmetric_kl(x, y, lengths), (a, b))
+
+
+def test_the_kl_keeps_fp32_inside_under_bf16_autocast_and_takes_bf16_logits() -> None:
+    torch.manual_seed(5)
+    a, b = torch.randn(3, 5, 400), torch.randn(3, 5, 400)
+    lengths = torch.tensor([5, 4, 1])
+    exact = symmetric_kl(a, b, lengths)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.allclose(symmetric_kl(a, b, lengths), exact, rtol=1e-6)
+    low_a = a.bfloat16().requires_grad_()
+    low = symmetric_kl(low_a, b.bfloat16(), lengths)
+    low.backward()
+    assert low.dtype == torch.float32 and low_a.grad.dtype == torch.bfloat16
+    assert torch.allclose(low, exact, rtol=1e-2)
+
+
 def test_padding_positions_contribute_nothing_whatever_their_ids_or_logits() -> None:
     torch.manual_seed(3)
     a, b = torch.randn(2, 4, 7), torch.randn(2, 4, 7)

@@ -61,6 +61,61 @@ def label_smoothed_nll(
     return (loss * mask).sum(), (nll * mask).sum(), mask.sum().long()
 
 
+class _SymmetricKL(torch.autograd.Function):
+    """Per-row symmetric KL of two logits [N, V] (any float dtype; at least fp32 inside).
+
+    With l = log_softmax(x), p = exp(l), D = l_a - l_b and E_p[D] = sum_v p_v D_v, the row's
+    value is sum_v (p_a - p_b) D / 2 and its gradients are
+
+        d/dx_a = (p_a * (D - E_pa[D] + 1) - p_b) / 2
+        d/dx_b = (p_b * (E_pb[D] - D + 1) - p_a) / 2
+
+    (the probabilities sum to 1 in both rows). Written as one function it keeps only the
+    logits and their log-sum-exp for backward and recomputes the rest in place: built from
+    autograd's ops, the fp32 [N, V] copies it saved raised an R-Drop fit's peak memory by
+    nearly half (the bf16 6+2 student over 150 updates: 11.6 GB against 8.1 GB).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, logits_a: Tensor, logits_b: Tensor) -> Tensor:
+        with torch.autocast(logits_a.device.type, enabled=False):  # no bf16 row sums
+            log_a, lse_a = _log_softmax_copy(logits_a)  # [N, V], [N]
+            log_b, lse_b = _log_softmax_copy(logits_b)
+            difference = log_a - log_b  # D
+            probabilities_apart = log_a.exp_().sub_(log_b.exp_())  # p_a - p_b
+            ctx.save_for_backward(logits_a, logits_b, lse_a, lse_b)
+            return _row_dot(probabilities_apart, difference) / 2  # [N]
+
+    @staticmethod
+    def backward(ctx: Any, grad_rows: Tensor) -> tuple[Tensor, Tensor]:
+        logits_a, logits_b, lse_a, lse_b = ctx.saved_tensors
+        with torch.autocast(logits_a.device.type, enabled=False):
+            p_a = _log_softmax_copy(logits_a, lse_a)[0]
+            p_b = _log_softmax_copy(logits_b, lse_b)[0]
+            difference = p_a - p_b  # D, while p_a and p_b still hold log-probabilities
+            p_a.exp_()
+            p_b.exp_()
+            expected_a, expected_b = _row_dot(p_a, difference), _row_dot(p_b, difference)
+            scale = grad_rows.unsqueeze(-1) / 2  # [N, 1]
+            grad_a = (difference - expected_a.unsqueeze(-1)).add_(1).mul_(p_a).sub_(p_b)
+            grad_b = difference.neg_().add_(expected_b.unsqueeze(-1)).add_(1).mul_(p_b).sub_(p_a)
+            return grad_a.mul_(scale).to(logits_a.dtype), grad_b.mul_(scale).to(logits_b.dtype)
+
+
+def _log_softmax_copy(logits: Tensor, lse: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(log_softmax of ``logits`` [N, V] in a fresh tensor of at least fp32, the rows'
+    log-sum-exp [N]); ``lse`` given, it is used instead of computed again."""
+    copy = logits.to(torch.promote_types(logits.dtype, torch.float32), copy=True)
+    if lse is None:
+        lse = torch.logsumexp(copy, dim=-1)
+    return copy.sub_(lse.unsqueeze(-1)), lse
+
+
+def _row_dot(x: Tensor, y: Tensor) -> Tensor:
+    """sum_v x[n, v] * y[n, v] for rows [N, V] -> [N], without an [N, V] product in memory."""
+    return torch.bmm(x.unsqueeze(1), y.unsqueeze(2)).view(-1)
+
+
 def symmetric_kl(logits_a: Tensor, logits_b: Tensor, lengths: Tensor) -> Tensor:
     """The symmetric KL divergence between two output distributions, summed over the valid
     target positions: ``sum over positions of (KL(P_a || P_b) + KL(P_b || P_a)) / 2``.
@@ -70,7 +125,6 @@ def symmetric_kl(logits_a: Tensor, logits_b: Tensor, lengths: Tensor) -> Tensor:
     two distributions are the same, positive elsewhere. Positions past a sentence's length
     contribute nothing, whatever their logits.
     """
-    T = logits_a.size(1)
-    log_a, log_b = logits_a.float().log_softmax(-1), logits_b.float().log_softmax(-1)
-    per_position = ((log_a.exp() - log_b.exp()) * (log_a - log_b)).sum(-1) / 2  # [B, T]
-    return torch.where(sequence_mask(lengths, T), per_position, 0.0).sum()
+    B, T, V = logits_a.shape
+    per_position = _SymmetricKL.apply(logits_a.reshape(B * T, V), logits_b.reshape(B * T, V))
+    return torch.where(sequence_mask(lengths, T).reshape(-1), per_position, 0.0).sum()
