@@ -336,7 +336,7 @@ def test_the_bf16_student_is_the_short_6_2_student_in_bf16_with_more_updates(
     assert bf16["trainer"]["max_steps"] == 5400
 
 
-def test_the_rdrop_student_is_the_bf16_student_with_the_kl_term_in_the_same_budget(
+def test_the_rdrop_student_is_the_bf16_student_with_the_kl_term_over_the_same_pairs(
     effective: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
     """transformer-student-6-2-bf16-rdrop adds R-Drop to the bf16 student and halves its
