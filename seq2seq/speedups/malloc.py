@@ -2,7 +2,7 @@
 
 glibc's malloc serves large blocks (above 32 MiB at most, a dynamic threshold) with
 ``mmap`` and returns them with ``munmap`` when freed, and trims the heap top back to the
-kernel. A training step frees and reallocates the same large tensors (logits, attention
+kernel once more than a threshold of it is free. A training step frees and reallocates the same large tensors (logits, attention
 scores, gradients) every time, so each step pays again for the kernel to map and zero
 those pages. ``keep_freed_memory`` makes malloc take every block from its heap and never
 trim it, so the pages are reused: the process's peak memory is unchanged (it is reached
@@ -38,5 +38,7 @@ def keep_freed_memory(device_type: str = "cpu") -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     no_mmap = mallopt(M_MMAP_MAX, 0) == 1
-    no_trim = mallopt(M_TRIM_THRESHOLD, 2**31 - 1) == 1
+    # -1 turns trimming off (mallopt(3)); the largest positive int, 2 GiB, did not: a step
+    # that frees more than that at once (R-Drop's logits) had it trimmed and faulted back.
+    no_trim = mallopt(M_TRIM_THRESHOLD, -1) == 1
     return no_mmap and no_trim
