@@ -26,28 +26,9 @@ for _ in range(3):  # 35 MB of logits (glibc's defaults mmap any block over 32 M
 print(repr(layer.weight.grad.sum().item()))
 """
 
-# How glibc serves a 64 MB block after keep_freed_memory(): the mmapped blocks it adds
-# (mallinfo2's hblks): none when the trick took effect, one under glibc's defaults.
-LARGE_BLOCK = """
-import ctypes
-from seq2seq.speedups.malloc import keep_freed_memory
-keep_freed_memory()
-class Info(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = Info
-libc.malloc.restype = ctypes.c_void_p
-before = libc.mallinfo2().hblks
-block = libc.malloc(64 << 20)
-print(libc.mallinfo2().hblks - before)
-"""
-
-# The heap glibc keeps after 3 GiB of blocks are freed at once, in MiB: all of it when the
-# trick took effect (a 2 GiB trim threshold gave 1 GiB back). The blocks are never touched,
-# so they cost address space only.
-FREED_AT_ONCE = """
+# After keep_freed_memory(): glibc's malloc, free and mallinfo2 (its statistics), for the
+# programs below.
+WITH_MALLINFO = """
 import ctypes
 from seq2seq.speedups.malloc import keep_freed_memory
 keep_freed_memory()
@@ -59,6 +40,20 @@ libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = Info
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
+"""
+
+# How glibc serves a 64 MB block after keep_freed_memory(): the mmapped blocks it adds
+# (mallinfo2's hblks): none when the trick took effect, one under glibc's defaults.
+LARGE_BLOCK = WITH_MALLINFO + """
+before = libc.mallinfo2().hblks
+block = libc.malloc(64 << 20)
+print(libc.mallinfo2().hblks - before)
+"""
+
+# The heap glibc keeps after 3 GiB of blocks are freed at once, in MiB: all of it when the
+# trick took effect (a 2 GiB trim threshold gave 1 GiB back). The blocks are never touched,
+# so they cost address space only.
+FREED_AT_ONCE = WITH_MALLINFO + """
 blocks = [libc.malloc(64 << 20) for _ in range(48)]
 held = libc.mallinfo2().arena
 for block in reversed(blocks):
