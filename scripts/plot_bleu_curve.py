@@ -29,21 +29,37 @@ METRICS = {
 
 
 def bleu_curve(run_dir: Path, metric: str = "val_bleu") -> list[tuple[float, float]]:
-    """(training minutes, val BLEU) at each validation of the run's newest log version."""
+    """(training minutes, val BLEU) at each validation of the run's newest training.
+
+    A fit continued with ``--ckpt_path last`` logs a new version whose clock starts at 0
+    again and whose steps go on from the checkpoint's: its minutes are put after the
+    version before it. A version whose steps start over is a new training, and the curve
+    starts over with it.
+    """
     versions = sorted(
-        (run_dir / "logs").glob("version_*/metrics.csv"), key=lambda p: p.stat().st_mtime
+        (run_dir / "logs").glob("version_*/metrics.csv"),
+        key=lambda path: int(path.parent.name.removeprefix("version_")),
     )
     if not versions:
         raise SystemExit(f"no logs/version_*/metrics.csv under {run_dir}")
-    curve, minutes = [], 0.0
-    with versions[-1].open() as file:
-        for row in csv.DictReader(file):
+    curve: list[tuple[float, float]] = []
+    offset, first_step = 0.0, -1  # minutes before this version; the one before's first step
+    for path in versions:
+        with path.open() as file:
+            rows = [row for row in csv.DictReader(file) if row.get("step")]
+        if not rows:
+            continue
+        if int(rows[0]["step"]) <= first_step:  # steps start over: a new training
+            curve, offset = [], 0.0
+        first_step, minutes = int(rows[0]["step"]), 0.0
+        for row in rows:
             if row.get("train/time"):
                 minutes = float(row["train/time"]) / 60
             if row.get(metric):
-                curve.append((minutes, float(row[metric])))
+                curve.append((offset + minutes, float(row[metric])))
+        offset += minutes
     if not curve:
-        raise SystemExit(f"{versions[-1]} has no {metric}")
+        raise SystemExit(f"no {metric} in {run_dir / 'logs'}")
     return curve
 
 

@@ -269,6 +269,26 @@ def test_every_script_imports_and_imports_no_other_script(name: str):
     assert not imported & scripts
 
 
+def write_metrics(path: Path, rows: list[tuple[int, float | str, float | str]]) -> None:
+    """A CSVLogger's metrics.csv of (step, train/time, val_bleu) rows; "" where not logged."""
+    path.parent.mkdir(parents=True)
+    lines = ["epoch,step,train/time,val_bleu"] + [f"0,{s},{t},{b}" for s, t, b in rows]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_the_bleu_curve_puts_a_continued_fit_after_its_first_part(tmp_path: Path):
+    plot = load_script("plot_bleu_curve")
+    logs = tmp_path / "logs"
+    write_metrics(logs / "version_0/metrics.csv", [(49, 60.0, ""), (99, 120.0, ""), (99, "", 5.0)])
+    write_metrics(logs / "version_1/metrics.csv", [(149, 30.0, ""), (199, 90.0, ""), (199, "", 9.0)])
+    assert plot.bleu_curve(tmp_path) == [(2.0, 5.0), (3.5, 9.0)]
+    # version_10 sorts after version_9, not after version_1
+    for version in range(2, 10):
+        write_metrics(logs / f"version_{version}/metrics.csv", [])
+    write_metrics(logs / "version_10/metrics.csv", [(49, 60.0, ""), (49, "", 2.0)])
+    assert plot.bleu_curve(tmp_path) == [(1.0, 2.0)]  # its steps start over: a new training
+
+
 @pytest.mark.slow  # trains two models
 def test_the_speed_benchmark_step_trains_both_contenders():
     import torch
