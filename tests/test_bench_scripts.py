@@ -279,8 +279,10 @@ def write_metrics(path: Path, rows: list[tuple[int, float | str, float | str]]) 
 def test_the_bleu_curve_puts_a_continued_fit_after_its_first_part(tmp_path: Path):
     plot = load_script("plot_bleu_curve")
     logs = tmp_path / "logs"
-    write_metrics(logs / "version_0/metrics.csv", [(49, 60.0, ""), (99, 120.0, ""), (99, "", 5.0)])
-    write_metrics(logs / "version_1/metrics.csv", [(149, 30.0, ""), (199, 90.0, ""), (199, "", 9.0)])
+    first_part = [(49, 60.0, ""), (99, 120.0, ""), (99, "", 5.0)]
+    write_metrics(logs / "version_0/metrics.csv", first_part)
+    continued = [(149, 30.0, ""), (199, 90.0, ""), (199, "", 9.0)]  # from step 100 on
+    write_metrics(logs / "version_1/metrics.csv", continued)
     assert plot.bleu_curve(tmp_path) == [(2.0, 5.0), (3.5, 9.0)]
     # version_10 sorts after version_9, not after version_1
     for version in range(2, 10):
