@@ -44,7 +44,7 @@ libc.free.argtypes = [ctypes.c_void_p]
 
 # How glibc serves a 64 MB block after keep_freed_memory(): the mmapped blocks it adds
 # (mallinfo2's hblks): none when the trick took effect, one under glibc's defaults.
-LARGE_BLOCK = WITH_MALLINFO + """
+LARGE_BLOCK = f"""{WITH_MALLINFO}
 before = libc.mallinfo2().hblks
 block = libc.malloc(64 << 20)
 print(libc.mallinfo2().hblks - before)
@@ -53,7 +53,7 @@ print(libc.mallinfo2().hblks - before)
 # The heap glibc keeps after 3 GiB of blocks are freed at once, in MiB: all of it when the
 # trick took effect (a 2 GiB trim threshold gave 1 GiB back). The blocks are never touched,
 # so they cost address space only.
-FREED_AT_ONCE = WITH_MALLINFO + """
+FREED_AT_ONCE = f"""{WITH_MALLINFO}
 blocks = [libc.malloc(64 << 20) for _ in range(48)]
 held = libc.mallinfo2().arena
 for block in reversed(blocks):

@@ -2,11 +2,11 @@
 
 glibc's malloc serves large blocks (above 32 MiB at most, a dynamic threshold) with
 ``mmap`` and returns them with ``munmap`` when freed, and trims the heap top back to the
-kernel once more than a threshold of it is free. A training step frees and reallocates the same large tensors (logits, attention
-scores, gradients) every time, so each step pays again for the kernel to map and zero
-those pages. ``keep_freed_memory`` makes malloc take every block from its heap and never
-trim it, so the pages are reused: the process's peak memory is unchanged (it is reached
-on every step anyway), only the mapping churn goes away.
+kernel once more than a threshold of it is free. A training step frees and reallocates the
+same large tensors (logits, attention scores, gradients) every time, so each step pays
+again for the kernel to map and zero those pages. ``keep_freed_memory`` makes malloc take
+every block from its heap and never trim it, so the pages are reused: the process's peak
+memory is unchanged (it is reached on every step anyway), only the mapping churn goes away.
 
 Evidence: BENCHMARKS.md, "Keeping freed memory": 3598 against 2499 target tokens/s (1.44x)
 in whole 20-step rounds of ``scripts/bench_transformer_speed.py``, bit-identical results.
