@@ -38,7 +38,7 @@ def keep_freed_memory(device_type: str = "cpu") -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     no_mmap = mallopt(M_MMAP_MAX, 0) == 1
-    # -1 turns trimming off (mallopt(3)); the largest positive int, 2 GiB, did not: a step
-    # that frees more than that at once (R-Drop's logits) had it trimmed and faulted back.
+    # -1 turns trimming off (mallopt(3)); the largest positive int, 2 GiB, did not: what a
+    # step freed beyond 2 GiB at once went back to the kernel, to be faulted in again.
     no_trim = mallopt(M_TRIM_THRESHOLD, -1) == 1
     return no_mmap and no_trim
