@@ -68,12 +68,12 @@ class _SymmetricKL(torch.autograd.Function):
     """Per-row symmetric KL of two logits [N, V] (any float dtype; at least fp32 inside).
 
     With l = log_softmax(x), p = exp(l), D = l_a - l_b and E_p[D] = sum_v p_v D_v, the row's
-    value is sum_v (p_a - p_b) D / 2 and its gradients are
+    value is sum_v (p_a - p_b) D / 2 = (E_pa[D] - E_pb[D]) / 2 and its gradients are
 
         d/dx_a = (p_a * (D - E_pa[D] + 1) - p_b) / 2
         d/dx_b = (p_b * (E_pb[D] - D + 1) - p_a) / 2
 
-    (the probabilities sum to 1 in both rows), and the value is (E_pa[D] - E_pb[D]) / 2.
+    (the probabilities sum to 1 in both rows).
     Written as one function it takes one exp of each logits tensor and keeps p_a, p_b, D and
     the two expectations for backward, which is elementwise arithmetic alone.
     Built from autograd's ops instead, the copies it saved raised an R-Drop fit's peak
