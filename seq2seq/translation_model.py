@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seq2seq.common.errors import DataError, Seq2SeqError
+from seq2seq.common.precision import warn_once_if_bf16_emulated
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
 from seq2seq.inference.ensemble import load_ensemble, normalised_weights
 from seq2seq.inference.search import SearchSettings
@@ -237,6 +238,12 @@ class CheckpointModel(TranslationModel):
 
     def source_pieces(self, text: str) -> int:
         return len(self.trained.vocab.src.encode(text))
+
+    def searching(self, **options: Any) -> SearchSettings:
+        search = super().searching(**options)
+        if search.bf16:  # one line per process where the device only emulates bf16
+            warn_once_if_bf16_emulated(next(self.trained.model.parameters()).device.type)
+        return search
 
     def _stream(
         self, lines: Iterable[str | None], progress: bool, search: SearchSettings

@@ -11,6 +11,7 @@ import yaml
 from test_recipes import COMPOSITIONS, recipe_files
 
 from seq2seq.commands.main import main
+from seq2seq.common.precision import Machine
 
 pytestmark = pytest.mark.slow  # a fit of every shipped config
 
@@ -59,11 +60,6 @@ def test_fast_dev_run_works_with_every_shipped_config(
 ) -> None:
     caplog.set_level(logging.INFO, logger="seq2seq")
     one_cpu = ["--trainer.accelerator", "cpu", "--trainer.devices", "1"]
-    trainer = [yaml.safe_load(path.read_text()).get("trainer") or {} for path in SHIPPED[name]]
-    if any("bf16" in str(block.get("precision")) for block in trainer):
-        # the WMT recipe's bf16 autocast, emulated on a CPU without bf16 instructions, made
-        # this one step three minutes of the suite; scripts/gpu_check.py runs it on a GPU
-        one_cpu += ["--trainer.precision", "32-true"]
     main(
         [
             "fit",
@@ -80,3 +76,8 @@ def test_fast_dev_run_works_with_every_shipped_config(
     )
     notes = [r.getMessage() for r in caplog.records if "the cosine schedule warms up" in r.msg]
     assert len(notes) == uses_cosine(SHIPPED[name])  # one line where the schedule had to adapt
+    # every recipe trains in a precision this machine computes natively, and says which
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "bf16" in r.msg]
+    (start,) = [r.getMessage() for r in caplog.records if " parameters) in " in r.getMessage()]
+    native = {"bf16-mixed", "32-true"} if Machine.this().cpu_bf16 else {"32-true"}
+    assert start.split(" parameters) in ")[1].split(" ")[0] in native, start

@@ -25,7 +25,7 @@ from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, OneLineErrors
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.common.ranges import declared_ranges
-from seq2seq.inference.checkpoint import read_checkpoint
+from seq2seq.inference.checkpoint import CHECKPOINT_KEY, read_checkpoint
 
 # --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
 # when the parser is built, so every model family is imported here.
@@ -44,6 +44,7 @@ from seq2seq.training.resume import (
 from seq2seq.training.run_lock import RunLock, claim_version
 from seq2seq.training.stopping import GracefulStop, PreparationStop, ResumableCheckpoint
 from seq2seq.training.task import TranslationTask, batch_sentences, batch_target_tokens
+from seq2seq.training.trainer import AutoPrecisionTrainer
 from seq2seq.transformer import Transformer
 
 MODEL_FAMILIES = (RNNSeq2Seq, Transformer)
@@ -219,7 +220,8 @@ class Seq2SeqCLI(LightningCLI):
         a bare torch.load, so that a bad file is a CheckpointError, not a traceback."""
         super().parse_arguments(parser, args)
         self.checkpoint_folders: list[Path] = []
-        self.resuming: tuple[str, int | None] | None = None  # the checkpoint and its step
+        # the checkpoint to resume from, its step and the precision it was trained in
+        self.resuming: tuple[str, int | None, str | None] | None = None
         if not (subcommand := self.config.get("subcommand")):
             return
         settings = self.config[subcommand]
@@ -228,7 +230,9 @@ class Seq2SeqCLI(LightningCLI):
             root = settings.get("trainer.default_root_dir")
             settings["ckpt_path"] = str(checkpoint_to_resume(self.checkpoint_folders[0], root))
         if (ckpt_path := settings.get("ckpt_path")) and Path(ckpt_path).is_file():
-            self.resuming = ckpt_path, read_checkpoint(ckpt_path).get("global_step")
+            checkpoint = read_checkpoint(ckpt_path)
+            precision = checkpoint.get(CHECKPOINT_KEY, {}).get("precision")
+            self.resuming = ckpt_path, checkpoint.get("global_step"), precision
 
     def before_instantiate_classes(self) -> None:
         """A ``fit`` that would write over the checkpoints of another run is refused here,
@@ -244,7 +248,19 @@ class Seq2SeqCLI(LightningCLI):
                 self.checkpoint_folders, root, ckpt_path, replace
             )
         if self.resuming:
-            print("seq2seq: resuming from {} at step {}".format(*self.resuming), file=sys.stderr)
+            path, step, _ = self.resuming
+            print(f"seq2seq: resuming from {path} at step {step}", file=sys.stderr)
+
+    def note_precision_change(self, trainer: AutoPrecisionTrainer) -> None:
+        """A run resumed in another precision than it trained in (``precision: auto`` on
+        another kind of machine) says so."""
+        trained_in = self.resuming[2] if self.resuming else None
+        if trained_in and trained_in != trainer.precision:
+            print(
+                f"seq2seq: the run trained in {trained_in} until now and goes on in "
+                f"{trainer.precision} ({trainer.precision_choice.reason})",
+                file=sys.stderr,
+            )
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer; for ``fit``, with the checkpoint folder locked (by global rank 0,
@@ -254,6 +270,8 @@ class Seq2SeqCLI(LightningCLI):
         if default_logging:  # set below, once this process's rank is known
             kwargs["logger"] = False
         trainer = super().instantiate_trainer(**kwargs)
+        if trainer.is_global_zero:
+            self.note_precision_change(trainer)
         if self.subcommand == "fit" and trainer.is_global_zero:
             run_lock = next(c for c in trainer.callbacks if isinstance(c, RunLock))
             run_lock.acquire(self._get(self.config, "checkpoint.dirpath"))
@@ -282,6 +300,7 @@ def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
         return Seq2SeqCLI(
             TranslationTask,
             TranslationDataModule,
+            trainer_class=AutoPrecisionTrainer,  # precision: auto
             save_config_callback=ConfigIntoCheckpoint,
             save_config_kwargs={"overwrite": True},
             # The bucketed batch sampler shards batches across processes itself.

@@ -42,6 +42,7 @@ class Payload(TypedDict, total=False):
     search: dict[str, Any]  # asdict(SearchSettings): the run's test search, the commands' default
     rng: dict[str, Any]  # torch and Python random states, to resume a run where it stopped
     skipped_batches: int  # training batches skipped for a non-finite loss so far
+    precision: str  # what the run trained in (Lightning's name, e.g. 32-true, bf16-mixed)
     averaged_from: list[str]  # the checkpoints `seq2seq average` took the mean of
 
 

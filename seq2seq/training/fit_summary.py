@@ -1,5 +1,7 @@
-"""The one line ``fit`` ends with: the best checkpoint and its validation BLEU, the last
-checkpoint, and the wall time."""
+"""The lines ``fit`` starts and ends with: the model's size and the precision it trains in
+(and why); then the best checkpoint and its validation BLEU, the last checkpoint, the wall
+time, and where in its schedule a run ended that its own budget or early stopping cut
+short."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ import time
 from typing import Any
 
 import pytorch_lightning as pl
+from pytorch_lightning.callbacks import EarlyStopping, Timer
 from pytorch_lightning.utilities.model_summary import get_human_readable_count
 
-from seq2seq.training.stopping import ResumableCheckpoint
+from seq2seq.training.stopping import GracefulStop, ResumableCheckpoint
 
 log = logging.getLogger("seq2seq")
 
@@ -38,12 +41,64 @@ def summary_line(trainer: pl.Trainer, seconds: float) -> str:
         parts = [f"no best checkpoint (no {chooser.monitor} logged)"]
     if last:
         parts.append(f"last checkpoint {last}")
-    return f"fit finished in {wall_time(seconds)}: " + ", ".join(parts)
+    line = f"fit finished in {wall_time(seconds)}: " + ", ".join(parts)
+    return f"{line}; {cut}" if (cut := cut_short(trainer)) else line
+
+
+def schedule_done(trainer: pl.Trainer) -> bool:
+    """Whether the run reached its ``max_steps`` or ``max_epochs`` (a run with neither: yes)."""
+    max_steps, max_epochs = trainer.max_steps, trainer.max_epochs
+    has_steps, has_epochs = max_steps not in (None, -1), max_epochs not in (None, -1)
+    if not (has_steps or has_epochs):
+        return True
+    return (has_steps and trainer.global_step >= max_steps) or (
+        has_epochs and trainer.current_epoch >= max_epochs
+    )
+
+
+def schedule_position(trainer: pl.Trainer) -> str:
+    """``after 9 of 24 epochs (step 1650)`` or ``at step 1650 of 3600 (epoch 9)``: the
+    schedule's own unit first."""
+    epochs, step = trainer.current_epoch, trainer.global_step
+    if trainer.max_steps not in (None, -1):
+        return f"at step {step} of {trainer.max_steps} (after {epochs} epochs)"
+    return f"after {epochs} of {trainer.max_epochs} epochs (step {step})"
+
+
+def cut_short(trainer: pl.Trainer) -> str | None:
+    """What ended a run before the end of its schedule, and where (None: it ran to the
+    end, was a smoke run, or a signal stopped it, which ``GracefulStop`` reports)."""
+    stopped = any(c.stopped_by for c in trainer.callbacks if isinstance(c, GracefulStop))
+    if trainer.fast_dev_run or stopped or schedule_done(trainer):
+        return None
+    position = schedule_position(trainer)
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    if timer is not None and (remaining := timer.time_remaining()) is not None and remaining <= 0:
+        budget = wall_time(timer._duration or 0)  # Timer keeps max_time only privately
+        return (
+            f"stopped by max_time ({budget}) {position}, before the end of its schedule, "
+            "which a recipe's published figures assume (--trainer.max_time null trains to "
+            "the end)"
+        )
+    early = next((c for c in trainer.callbacks if isinstance(c, EarlyStopping)), None)
+    if early is not None and early.stopped_epoch:
+        return (
+            f"stopped early {position}: {early.monitor} did not improve in "
+            f"{early.patience} validations"
+        )
+    return f"stopped {position}"
+
+
+def precision_words(trainer: pl.Trainer) -> str:
+    """``32-true (auto: this CPU ... would only emulate bf16)``: the precision the run trains
+    in and, from seq2seq's Trainer, why."""
+    choice = getattr(trainer, "precision_choice", None)
+    return f"{trainer.precision} ({choice.reason})" if choice else str(trainer.precision)
 
 
 class FitSummary(pl.Callback):
-    """Logs the model's size when ``fit`` starts and ``summary_line`` when it ends, on the
-    ``seq2seq`` logger, from process 0 only."""
+    """Logs the model's size and precision when ``fit`` starts and ``summary_line`` when it
+    ends, on the ``seq2seq`` logger, from process 0 only."""
 
     def __init__(self) -> None:
         self.start = time.monotonic()
@@ -53,7 +108,8 @@ class FitSummary(pl.Callback):
         if trainer.is_global_zero:
             count = sum(p.numel() for p in pl_module.parameters())
             name = type(getattr(pl_module, "model", pl_module)).__name__
-            log.info(f"training {name} ({get_human_readable_count(count)} parameters)")
+            size = get_human_readable_count(count)
+            log.info(f"training {name} ({size} parameters) in {precision_words(trainer)}")
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if trainer.is_global_zero:

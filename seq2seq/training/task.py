@@ -324,6 +324,7 @@ class TranslationTask(pl.LightningModule):
             search=dataclasses.asdict(self.searches["test"]),
             rng={"torch": torch.get_rng_state(), "python": random.getstate()},
             skipped_batches=self.skipped_batches,
+            precision=str(self.trainer.precision),
         )
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
