@@ -373,13 +373,15 @@ def evaluate(
     ensemble_weights: list[float] | None = None,
     recase: Path | None = None,
     remove_bpe: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Scores and decoding speed from ``seq2seq evaluate --json`` (the hypotheses kept in
     ``folder``), and its peak RSS. Several checkpoints decode as an ensemble, weighted by
     ``ensemble_weights`` (default: equally); the length penalty is the checkpoint's unless
     given; ``bf16`` searches under bf16 autocast; ``recase``: the casing table that recases
     the translations before they are scored; ``remove_bpe``: translations and references
-    are subword-nmt pieces, joined before they are scored (``evaluate --remove-bpe``)."""
+    are subword-nmt pieces, joined before they are scored (``evaluate --remove-bpe``);
+    ``env``: over this process's environment."""
     members = [checkpoint] if isinstance(checkpoint, str) else checkpoint
     command = [*SEQ2SEQ, "evaluate", *(a for m in members for a in ("--ckpt", m))]
     command += ["--src", str(src), "--ref", str(ref)]
@@ -390,7 +392,7 @@ def evaluate(
         command += ["--ensemble-weight", *map(str, ensemble_weights)]
     command += [] if recase is None else ["--recase", str(recase)]
     command += ["--remove-bpe"] if remove_bpe else []
-    usage = run(command, folder / "evaluate.json", folder / "evaluate.log")
+    usage = run(command, folder / "evaluate.json", folder / "evaluate.log", env=env)
     if usage.status != 0:
         raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")
     scores = load_json(folder / "evaluate.json")

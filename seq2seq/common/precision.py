@@ -28,7 +28,7 @@ CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # /proc/cpuinfo's names
 # (measured on one CPU of each kind: docs/benchmarks/precision.md).
 EMULATED_BF16_SLOWDOWN = {
     ("AVX2", "training"): "about 30 times",
-    ("AVX512", "training"): "about 2 times",
+    ("AVX512", "training"): "about 2.5 times",
     ("AVX2", "decoding"): "several times",
     ("AVX512", "decoding"): "several times",
 }
@@ -64,6 +64,10 @@ class Machine:
             cuda_bf16=cuda and torch.cuda.is_bf16_supported(including_emulation=False),
             cuda_name=torch.cuda.get_device_name() if cuda else "",
         )
+
+    def cpu_kind(self) -> str:
+        """``AVX2, no bf16 instructions``: the kind of CPU, as benchmarks name it."""
+        return f"{self.cpu_capability}, {'with' if self.cpu_bf16 else 'no'} bf16 instructions"
 
     def describe_cpu(self) -> str:
         """``this AVX2 CPU, which has no bf16 instructions``."""
