@@ -10,7 +10,8 @@ alone, under what val chooses over all seeds); ``distill`` has a recipe's seed (
 an ensemble), under the setting val chose, translate the training sources for a student
 (docs/distillation.md); ``record`` copies every record (JSON, no checkpoint) into a folder
 of the repository with the val table they give, which the report links and a test checks
-against them, and replaces none there that the new one does not extend. The protocol:
+against them, and replaces none there that the new one does not extend; ``release`` writes
+a recipe's seed, under what val chose, as a released model (``models/NAME``). The protocol:
 docs/benchmarks/selection.md.
 
     python scripts/select_on_val.py train --name anchor --seeds 1 2 3 \\
@@ -23,11 +24,13 @@ docs/benchmarks/selection.md.
     python scripts/select_on_val.py ensemble --name two --members anchor:1 anchor:2
     python scripts/select_on_val.py distill --teacher anchor:1 --corpus data/multi30k-kd
     python scripts/select_on_val.py record --into docs/benchmarks/results/selection
+    python scripts/select_on_val.py release --member anchor:1 --as NAME --description TEXT
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import time
@@ -52,6 +55,8 @@ from benchkit import (
     split_files,
 )
 from benchkit import evaluate as evaluate_command
+
+from seq2seq.inference.checkpoint import CHECKPOINT_KEY
 
 VAL_SPLIT = "val"
 TEST_SPLIT = "test_2016_flickr"  # the test set the figure shows
@@ -524,6 +529,68 @@ def distill(args: argparse.Namespace) -> None:
     save_json(folder / "distill.json", {"teacher": args.teacher, **record})
 
 
+# Sentences written for the released models' checks (captions, as Multi30k's are, but none
+# of its text): each release records their translations by the full-precision checkpoint,
+# which `make test` then expects of the shipped file.
+CHECK_SENTENCES = (
+    "A young girl in a pink dress is running across the grass.",
+    "Two men are playing guitars on a small stage.",
+    "A black dog jumps into the lake to catch a ball.",
+    "An old woman sells vegetables at a busy market.",
+    "A boy in a blue helmet rides his bicycle down the street.",
+    "Three children are sitting on a bench in the park.",
+)
+
+
+def release(args: argparse.Namespace) -> None:
+    """The chosen model of a recipe's seed (the setting val chose over its seeds) as the
+    released model ``models/NAME``: its weights in float16, the val-chosen length penalty
+    as its own search, the casing table if given, and a manifest with every file's sha256
+    and the check sentences' translations by the full-precision checkpoint, which the
+    shipped file must give too."""
+    import torch
+
+    import seq2seq
+    from seq2seq.inference.checkpoint import read_checkpoint, save_checkpoint
+    from seq2seq.inference.released import MODEL_FILE, half_precision, sha256, write_manifest
+
+    checkpoint, setting = member_model(args.out, args.member)
+    folder = args.into / args.release_name
+    folder.mkdir(parents=True, exist_ok=True)
+    trained = read_checkpoint(checkpoint)
+    search = {**trained[CHECKPOINT_KEY]["search"], "beam_size": args.beam,
+              "length_penalty": setting.length_penalty}  # fmt: skip
+    save_checkpoint(half_precision(trained, search), folder / MODEL_FILE)
+    files = [MODEL_FILE]
+    if args.casing:
+        shutil.copyfile(args.casing, folder / args.casing.name)
+        files.append(args.casing.name)
+    recase = args.casing or False
+    options = {"beam": args.beam, "length_penalty": setting.length_penalty}
+    full = seq2seq.load(checkpoint, recase=recase).translate(list(CHECK_SENTENCES), **options)
+    shipped = seq2seq.load(folder / MODEL_FILE, recase=recase).translate(list(CHECK_SENTENCES))
+    recipe = load_json(args.out / args.member.split(":")[0] / "recipe.json")
+    src_lang, tgt_lang = args.pair.split("-")
+    manifest = {
+        "name": args.release_name, "description": args.description,
+        "src_lang": src_lang, "tgt_lang": tgt_lang,
+        "casing": args.casing.name if args.casing else None,
+        "released_from": {
+            "recipe": args.member, "setting": setting.key, "config": recipe["config"],
+            "override": recipe["override"], "full_precision_sha256": sha256(checkpoint),
+            "parameters": sum(v.numel() for v in trained["state_dict"].values()
+                              if isinstance(v, torch.Tensor) and v.is_floating_point()),
+        },
+        "checks": {"sources": list(CHECK_SENTENCES), "translations": full},
+    }  # fmt: skip
+    write_manifest(folder, manifest, files)
+    for source, expected, got in zip(CHECK_SENTENCES, full, shipped, strict=True):
+        print(f"{'=' if expected == got else 'DIFFERS'} {source} -> {expected}")
+        if expected != got:
+            print(f"        float16: {got}")
+    print(f"released {args.member} ({setting.key}) as {folder}")
+
+
 RECORDS = ("recipe.json", "ensemble.json", "val.json", "final.json", "train.json", "distill.json")
 
 
@@ -621,6 +688,14 @@ def parse_args() -> argparse.Namespace:
     record_command.add_argument(
         "--names", nargs="+", default=[], help="only these recipes and ensembles (default: all)"
     )
+    release_command = commands.add_parser(
+        "release", help="a recipe's seed, chosen on val, as a released model in models/NAME"
+    )
+    release_command.add_argument("--member", required=True, help="recipe:seed")
+    release_command.add_argument("--as", dest="release_name", required=True, help="its name")
+    release_command.add_argument("--into", type=Path, default=Path("models"))
+    release_command.add_argument("--casing", type=Path, help="the casing table it ships with")
+    release_command.add_argument("--description", required=True, help="one line: what it is")
     ensemble_command = commands.add_parser(
         "ensemble", help="score an ensemble of trained seeds on val (members: recipe:seed)"
     )
@@ -636,7 +711,10 @@ def parse_args() -> argparse.Namespace:
         if args.recipe not in recipes:
             parser.error(f"no {args.pair} recipe {args.recipe!r} in {RECIPES}: {sorted(recipes)}")
         args.config = recipes[args.recipe]
-    if args.command not in ("table", "record") and not (args.data / f"{VAL_SPLIT}.en.gz").exists():
+    if (
+        args.command not in ("table", "record", "release")
+        and not (args.data / f"{VAL_SPLIT}.en.gz").exists()
+    ):
         parser.error(f"no Multi30k corpus in {args.data} (run `make multi30k` or pass --data)")
     return args
 
@@ -644,7 +722,8 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     {"train": train, "table": lambda args: print_table(args.out), "ensemble": ensemble,
-     "final": final, "distill": distill, "record": record}[args.command](args)  # fmt: skip
+     "final": final, "distill": distill, "record": record,
+     "release": release}[args.command](args)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -23,12 +23,13 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from seq2seq.common.errors import DataError, Seq2SeqError
 from seq2seq.common.precision import warn_once_if_bf16_emulated
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
 from seq2seq.inference.ensemble import load_ensemble, normalised_weights
+from seq2seq.inference.released import looks_like_a_name, resolve
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import Translation, translate_lines, translate_stream
 from seq2seq.inspection.collect import head_axes, reference_attention, translation_attention
@@ -317,15 +318,17 @@ def load(
     workers: int = 1,
     export: bool | None = None,
     attention_from: int | None = None,
-    recase: str | Path | Recaser | None = None,
+    recase: str | Path | Recaser | Literal[False] | None = None,
     **search: Any,
 ) -> TranslationModel:
     """Open a model to translate with.
 
     Args:
-        model: a checkpoint written by ``seq2seq fit`` (or ``seq2seq average``); several
-            (a list) decode as an ensemble, the mean of their log-probabilities at every
-            step; or a folder written by ``seq2seq export --to ctranslate2``.
+        model: the name of a released model (``seq2seq models`` lists them: its file is
+            checked against its recorded sha256 first); a checkpoint written by ``seq2seq
+            fit`` (or ``seq2seq average``); several (a list) decode as an ensemble, the mean
+            of their log-probabilities at every step; or a folder written by ``seq2seq
+            export --to ctranslate2``.
         weights: with several checkpoints, each one's weight in that mean (scaled to sum to
             1; default: equal).
         max_tokens: source pieces per batch, padding included.
@@ -336,7 +339,8 @@ def load(
         attention_from: with several checkpoints, the member (0 is the first) whose own
             attention ``attention`` shows; None: the members' mean over heads and layers.
         recase: a casing table (``seq2seq recase --learn``'s file, or a ``Recaser``) that
-            restores case to the translations of a model trained on lowercased text.
+            restores case to the translations of a model trained on lowercased text; None:
+            a released model's own table, if it has one; False: none.
         search: the search to use unless a call says otherwise (``beam``, ``n_best``,
             ``length_penalty``, ``max_len_ratio``, ``max_len_offset``, ``bf16``); unset
             ones keep the model's own (its config's test search).
@@ -344,8 +348,12 @@ def load(
     paths = [model] if isinstance(model, str | Path) else list(model)
     if not paths:
         raise Seq2SeqError("no model given: a checkpoint, several, or an export's folder")
+    released = [resolve(str(p)) if looks_like_a_name(p) else None for p in paths]
+    paths = [r.checkpoint if r else p for r, p in zip(released, paths, strict=True)]
+    if recase is None:  # a released model that writes lowercase comes with its casing table
+        recase = next((r.casing for r in released if r and r.casing), None)
     # the table before any model is read: a wrong path fails at once
-    recaser = Recaser.load(recase) if isinstance(recase, str | Path) else recase
+    recaser = Recaser.load(recase) if isinstance(recase, str | Path) else recase or None
     if export and len(paths) != 1:
         raise Seq2SeqError(f"an export is one folder, got {len(paths)} paths")
     if export or (export is None and len(paths) == 1 and is_export(paths[0])):

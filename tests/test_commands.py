@@ -15,6 +15,7 @@ from cli_errors import cli_error
 
 from seq2seq.commands.main import build_parser, main
 from seq2seq.inference.decoding import DecodeOptions, search_options
+from seq2seq.inference.released import MODELS_ENV
 from seq2seq.inference.search import SearchSettings
 from seq2seq.translation_model import TranslationModel
 
@@ -86,17 +87,20 @@ def test_each_option_out_of_range_is_one_line_before_any_work(
 @pytest.mark.parametrize(
     ("models", "error"),
     [
-        ([], "translate needs --ckpt or --ctranslate2"),
+        ([], "translate needs --model, --ckpt or --ctranslate2 (no released models found)"),
         (["--ckpt", "a", "--ctranslate2", "b"], "--ckpt and --ctranslate2 exclude each other"),
+        (["--model", "m", "--ctranslate2", "b"], "--model and --ctranslate2 exclude each other"),
     ],
 )
 def test_translate_takes_one_model_source_before_any_work(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
     models: list[str],
     error: str,
 ) -> None:
     monkeypatch.setattr("sys.stdin", UnreadableStdin())
+    monkeypatch.setenv(MODELS_ENV, str(tmp_path))  # a models folder with none in it
     status, line = one_line_error(capsys, "translate", *models)
     assert (status, line) == (2, f"{error} (see seq2seq translate --help)")
 

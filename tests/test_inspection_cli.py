@@ -122,15 +122,17 @@ def test_positional_encoding_plots(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "status", "message"),
     [
-        ([], "attention needs --ckpt and --src"),
-        (["CKPT", "--src", "SRC", "--ref", "REF"], "has 7 lines but"),
-        (["CKPT", "--src", "SRC", "--layer", "0"], "has no layers to choose"),
+        ([], 2, "attention needs --model or --ckpt, one of them"),
+        (["CKPT"], 2, "attention needs sentences or --src, one of them"),
+        (["CKPT", "--src", "SRC", "forty-two"], 2, "attention needs sentences or --src"),
+        (["CKPT", "--src", "SRC", "--ref", "REF"], 1, "has 7 lines but"),
+        (["CKPT", "--src", "SRC", "--layer", "0"], 1, "has no layers to choose"),
     ],
 )  # fmt: skip
 def test_attention_mistakes_are_one_line_errors(
-    trained_run, test_files, tmp_path, capsys, args, message
+    trained_run, test_files, tmp_path, capsys, args, status, message
 ):
     src, ref = test_files
     (tmp_path / "short.de").write_text("eins\n")
@@ -140,7 +142,7 @@ def test_attention_mistakes_are_one_line_errors(
         args = ["--ckpt", *args]
     with pytest.raises(SystemExit) as exit_info:
         main(["attention", *args, "--out", str(tmp_path / "out")])
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == status
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith("seq2seq: error: ") and message in error[0]
 

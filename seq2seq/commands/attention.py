@@ -7,10 +7,16 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from seq2seq.commands.options import check_output_folder, check_parallel, command
-from seq2seq.common.errors import Seq2SeqError
+from seq2seq.common.errors import Seq2SeqError, UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
-from seq2seq.inference.decoding import DecodeOptions, check_ensemble_weights, search_options
+from seq2seq.inference.decoding import (
+    DecodeOptions,
+    check_ensemble_weights,
+    released_list,
+    search_options,
+)
+from seq2seq.inference.released import resolve
 from seq2seq.text.lines import read_lines
 from seq2seq.translation_model import load
 
@@ -19,7 +25,10 @@ GREEDY_SEARCH = DecodeOptions(beam=1)  # what attention draws unless --beam says
 
 @command
 def attention(
-    out: str,
+    sentences: list[str] | None = None,
+    /,
+    out: str = "attention",
+    model: str | None = None,
     ckpt: list[str] | None = None,
     ensemble_weight: list[float] | None = None,
     ensemble_attention: Annotated[int, Range(0)] | None = None,
@@ -35,12 +44,15 @@ def attention(
 ) -> None:
     """Draw and report what a decoder attends to.
 
-    Heatmaps, word alignments (Pharaoh), attention statistics and an HTML report of --src
-    translated (or of --ref, forced), written to --out. (The sinusoidal positional
-    encoding's plots: `seq2seq positional-encoding`.)
+    Heatmaps, word alignments (Pharaoh), attention statistics and an HTML report of the
+    sentences given (or of --src) translated, or of --ref forced, written to --out:
+    `seq2seq attention --model multi30k-en-de "A dog runs on the beach."`. (The sinusoidal
+    positional encoding's plots: `seq2seq positional-encoding`.)
 
     Args:
+        sentences: source sentences to inspect, instead of --src
         out: folder for the heatmaps, alignments and report
+        model: a released model, by name (`seq2seq models` lists them)
         ckpt: checkpoint written by `seq2seq fit`; repeat it to inspect an ensemble
         ensemble_weight: with several --ckpt, the members' weights, one per --ckpt in the
             same order (scaled to sum to 1; default: equal); the mean attention is weighted
@@ -62,28 +74,32 @@ def attention(
     from seq2seq.inspection.stats import format_summary
 
     check_output_folder(out)
-    if ckpt is None or src is None:
-        raise Seq2SeqError("attention needs --ckpt and --src")
+    if (model is None) == (ckpt is None):
+        raise UsageError(f"attention needs --model or --ckpt, one of them ({released_list()})")
+    if (sentences is None) == (src is None):
+        raise UsageError("attention needs sentences or --src, one of them")
+    if model is not None:
+        resolve(model)
     check_ensemble_weights(ckpt, ensemble_weight)
-    for path in [*ckpt, reverse_ckpt]:
+    for path in [*(ckpt or []), reverse_ckpt]:
         if path is not None:
             check_checkpoint_path(path)
-    sources = read_lines(src)
+    sources = sentences if sentences is not None else read_lines(src)
     references = read_lines(ref) if ref else None
     if references is not None:
-        check_parallel(src, sources, ref, references)
-    members = len(ckpt)
+        check_parallel(src or "the sentences", sources, ref, references)
+    members = len(ckpt or [model])
     if ensemble_attention is not None and ensemble_attention >= members:
         raise Seq2SeqError(
             f"--ensemble-attention {ensemble_attention} names no member: "
             f"{members} --ckpt given (0 to {members - 1})"
         )
-    model = load(
-        ckpt, weights=ensemble_weight, attention_from=ensemble_attention, export=False,
+    opened = load(
+        ckpt or model, weights=ensemble_weight, attention_from=ensemble_attention, export=False,
         max_tokens=decode.max_tokens, max_source_len=decode.max_source_len,
         **search_options(decode),
     )  # fmt: skip
-    trained = model.trained
+    trained = opened.trained
     reverse = load_trained(reverse_ckpt) if reverse_ckpt else None
     if reverse is not None:
         _check_reverse(trained, reverse)
@@ -103,9 +119,9 @@ def attention(
         out,
         options,
         references=references,
-        search=model.search,
+        search=opened.search,
         reverse=reverse,
-        title=f"Attention of {' + '.join(ckpt)}",
+        title=f"Attention of {model or ' + '.join(ckpt or [])}",
     )
     for path in [*result.heatmaps, *result.files]:
         print(path)

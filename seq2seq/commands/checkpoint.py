@@ -14,7 +14,9 @@ from seq2seq.inference.checkpoint import (
     load_trained,
     save_checkpoint,
 )
+from seq2seq.inference.decoding import released_list
 from seq2seq.inference.export import Quantization
+from seq2seq.inference.released import resolve
 from seq2seq.translation_model import is_export
 
 
@@ -42,9 +44,10 @@ def average(ckpts: list[str], out: str, force: bool = False) -> None:
 
 @command
 def export(
-    ckpt: str,
     to: Literal["ctranslate2"],
     out: str,
+    ckpt: str | None = None,
+    model: str | None = None,
     quantization: Quantization = "float32",
     force: bool = False,
 ) -> None:
@@ -55,20 +58,24 @@ def export(
     export already is kept unless --force.
 
     Args:
-        ckpt: Transformer checkpoint written by `seq2seq fit`
         to: the engine to export for
         out: folder to write the model into
+        ckpt: Transformer checkpoint written by `seq2seq fit`
+        model: a released Transformer, by name (`seq2seq models` lists them), instead of
+            --ckpt
         quantization: type of the stored weights (int8: about 4 times smaller and faster on
             CPUs)
         force: replace the export already in --out if there is one
     """
     from seq2seq.inference.export import export_ctranslate2, import_ctranslate2
 
-    check_checkpoint_path(ckpt)
+    if (ckpt is None) == (model is None):
+        raise UsageError(f"export needs --ckpt or --model, one of them ({released_list()})")
+    path = check_checkpoint_path(ckpt) if ckpt is not None else resolve(model).checkpoint
     check_output_folder(out)
     if is_export(out) and not force:
         raise UsageError(
             f"--out {out} holds an export already; give another folder, or --force to replace it"
         )
     import_ctranslate2()  # before loading the checkpoint: a missing package fails fast
-    print(export_ctranslate2(load_trained(ckpt), out, quantization))
+    print(export_ctranslate2(load_trained(path), out, quantization))

@@ -122,7 +122,7 @@ def distill(
             "train_split": train_split,
             "distilled": count,
             "keep_originals": keep_originals,
-            "teacher": model.ckpt or model.ctranslate2,
+            "teacher": model.model or model.ckpt or model.ctranslate2,
             "ensemble_weight": model.ensemble_weight,
             "search": dataclasses.asdict(teacher.search),
             "copied": sorted(path.name for path in copies),

@@ -21,6 +21,7 @@ from jsonargparse import ArgumentParser
 # isort: off
 # The modules of the @command functions, imported in the order of the command list.
 import seq2seq.commands.translate  # noqa: F401
+import seq2seq.commands.models  # noqa: F401
 import seq2seq.commands.checkpoint  # noqa: F401
 import seq2seq.commands.corpus  # noqa: F401
 import seq2seq.commands.recase  # noqa: F401

@@ -26,6 +26,6 @@ def open_model(
     return load(
         model.paths, weights=model.ensemble_weight, max_tokens=options.max_tokens,
         max_source_len=options.max_source_len, workers=model.ctranslate2_workers,
-        export=model.ctranslate2 is not None, recase=model.recase,
+        export=model.ctranslate2 is not None, recase=model.recase_table,
         **search_options(options, n_best),
     )  # fmt: skip

@@ -5,7 +5,8 @@ command line is parsed, before any work; a mistake is one line, status 2.
 A parameter ``max_len_ratio: Annotated[float, Range(0)] = 1.5`` documented in the
 function's docstring (``Args:``) becomes ``--max-len-ratio`` with its help, its range and
 its default; a parameter whose type is a dataclass contributes the dataclass's fields (its
-``Attributes:``), so that options shared by several commands are written once. Options
+``Attributes:``), so that options shared by several commands are written once; a
+positional-only parameter (before ``/``) takes the command's positional arguments. Options
 are spelled with dashes, as users have always typed them: jsonargparse's own
 ``add_function_arguments`` would spell them with underscores and take ``--ckpt+ B`` instead
 of a repeated ``--ckpt B`` and ``--bf16 true`` instead of ``--bf16``.
@@ -125,6 +126,12 @@ def _add_option(parser: ArgumentParser, name: str, hint: Any, default: Any, doc:
     )
 
 
+def _add_positional(parser: ArgumentParser, name: str, doc: str) -> None:
+    """Parameter ``name`` (positional-only in the function: a list of strings) as the
+    command's positional arguments, any number of them."""
+    parser.add_argument(name, nargs="*", default=None, help=doc)
+
+
 def _documented(thing: Callable[..., Any] | type) -> dict[str, str]:
     """The documentation of each parameter (``Args:``) or field (``Attributes:``)."""
     docs = docstring_parser.parse(inspect.getdoc(thing) or "").params
@@ -154,6 +161,8 @@ def command_parser(name: str, function: Callable[..., Any]) -> ArgumentParser:
                 default = getattr(defaults, field.name)
                 _add_option(parser, field.name, field_hints[field.name], default,
                             field_docs[field.name])  # fmt: skip
+        elif parameter.kind is parameter.POSITIONAL_ONLY:  # e.g. sentences to translate
+            _add_positional(parser, parameter.name, docs[parameter.name])
         else:
             _add_option(parser, parameter.name, hint, parameter.default, docs[parameter.name])
     return parser
@@ -163,14 +172,16 @@ def call_with_options(function: Callable[..., Any], options: dict[str, Any]) -> 
     """Call ``function`` with the parsed ``options`` (option values by parameter or field
     name), each dataclass parameter built from its fields."""
     hints = get_type_hints(function)
-    arguments = {}
-    for name in inspect.signature(function).parameters:
+    positional, arguments = [], {}
+    for name, parameter in inspect.signature(function).parameters.items():
         if dataclasses.is_dataclass(hints[name]):
             fields = dataclasses.fields(hints[name])
             arguments[name] = hints[name](**{field.name: options[field.name] for field in fields})
+        elif parameter.kind is parameter.POSITIONAL_ONLY:
+            positional.append(options[name] or None)  # none given: as if left out
         else:
             arguments[name] = options[name]
-    function(**arguments)
+    function(*positional, **arguments)
 
 
 def check_input_file(path: str | None) -> None:

@@ -19,6 +19,7 @@ from seq2seq.inference.decoding import (
     DecodeOptions,
     ModelOptions,
 )
+from seq2seq.inference.released import looks_like_a_name
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra
 
@@ -27,9 +28,13 @@ def model_name(checkpoints: list[str]) -> str:
     """What the server calls a model it was given as ``checkpoints``, without their paths:
     each one's run folder (``runs/NAME/checkpoints/last.ckpt``, or an older run's
     ``runs/NAME/logs/version_0/checkpoints/last.ckpt``: NAME), else its file name without
-    ``.ckpt`` (an export: its folder's name); an ensemble's members joined by `` + ``."""
+    ``.ckpt`` (an export: its folder's name; a released model: its name); an ensemble's
+    members joined by `` + ``."""
     names = []
     for checkpoint in map(Path, checkpoints):
+        if looks_like_a_name(checkpoint):  # a released model
+            names.append(str(checkpoint))
+            continue
         if checkpoint.is_dir():  # a CTranslate2 export
             names.append(checkpoint.absolute().name)
             continue
@@ -57,7 +62,8 @@ def serve(
 ) -> None:
     """Serve translations, alignments and attention over HTTP.
 
-    The model (checkpoints, an ensemble or a CTranslate2 export) is loaded once, through
+    The model (a released model, checkpoints, an ensemble or a CTranslate2 export) is
+    loaded once, through
     the Python API's seq2seq.load; POST /translate answers JSON requests
     (translations, scores, word alignments, attention maps), requests that arrive together
     are translated in one batch; GET /health, API documentation at /docs. SIGTERM answers
@@ -65,9 +71,10 @@ def serve(
     'seq2seq[serve]').
 
     Args:
-        model: --ckpt (repeat it to serve an ensemble, weighted by --ensemble-weight) or
-            --ctranslate2 (an export, int8 included; it keeps no attention, so requests
-            for alignments or attention maps are refused)
+        model: --model (a released model, by name), --ckpt (repeat it to serve an
+            ensemble, weighted by --ensemble-weight) or --ctranslate2 (an export, int8
+            included; it keeps no attention, so requests for alignments or attention maps
+            are refused)
         decode: the search and its batches (--beam: a request's beam when it names none)
         host: address to listen on
         port: port to listen on

@@ -204,7 +204,7 @@ def save_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> Path:
     return write_atomically(path, lambda file: torch.save(checkpoint, file))
 
 
-def _tie_like(averaged: dict[str, torch.Tensor], original: dict[str, torch.Tensor]) -> None:
+def tie_like(averaged: dict[str, torch.Tensor], original: dict[str, torch.Tensor]) -> None:
     """Weights that share storage in ``original`` (tied embeddings: source, target and output
     are one matrix) share it in ``averaged`` too, so the averaged checkpoint is saved with one
     copy of each, as the checkpoints it averages are."""
@@ -245,7 +245,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
         else value
         for key, value in total.items()
     }
-    _tie_like(state_dict, first["state_dict"])
+    tie_like(state_dict, first["state_dict"])
     payload: Payload = {**first[CHECKPOINT_KEY], "averaged_from": [str(p) for p in paths]}
     return {
         "state_dict": state_dict,

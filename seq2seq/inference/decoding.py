@@ -7,12 +7,13 @@ search keywords they give ``seq2seq.load`` (``search_options``), and the model
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from seq2seq.common.errors import UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import check_checkpoint_path
 from seq2seq.inference.ensemble import normalised_weights
+from seq2seq.inference.released import released_names, resolve
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class ModelOptions:
     """What a command translates with: checkpoints (several: an ensemble) or an export.
 
     Attributes:
+        model: a released model, by name (`seq2seq models` lists them)
         ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble (the
             mean of the models' log-probabilities at every step)
         ensemble_weight: with several --ckpt, the members' weights in that mean, one per
@@ -59,9 +61,11 @@ class ModelOptions:
             many workers, which share the threads (CTranslate2's inter_threads): more
             sentences/s over many batches, no gain on one batch
         recase: a casing table written by `seq2seq recase --learn`: restores case to the
-            translations of a model trained on lowercased text (data.lowercase)
+            translations of a model trained on lowercased text (data.lowercase); a released
+            model that writes lowercase brings its own (--recase none: lowercase output)
     """
 
+    model: str | None = None
     ckpt: list[str] | None = None
     ensemble_weight: list[float] | None = None
     ctranslate2: str | None = None
@@ -70,11 +74,20 @@ class ModelOptions:
 
     @property
     def paths(self) -> list[str]:
-        """What the model is read from: the --ckpt files, or the --ctranslate2 folder."""
+        """What the model is read from: the --model name, the --ckpt files, or the
+        --ctranslate2 folder."""
+        if self.model is not None:
+            return [self.model]
         return [self.ctranslate2] if self.ctranslate2 is not None else self.ckpt or []
 
+    @property
+    def recase_table(self) -> str | Literal[False] | None:
+        """``--recase`` as ``seq2seq.load`` takes it: ``none`` is False (no recasing, not
+        even a released model's own)."""
+        return False if self.recase == "none" else self.recase
 
-NO_MODEL = ModelOptions()  # the default, before the options: --ckpt or --ctranslate2 is required
+
+NO_MODEL = ModelOptions()  # the default, before the options: a model option is required
 
 
 def search_options(options: DecodeOptions, n_best: int = 1) -> dict[str, Any]:
@@ -103,16 +116,26 @@ def check_ensemble_weights(ckpt: list[str] | None, ensemble_weight: list[float] 
         raise UsageError(f"--ensemble-weight: {error}") from None
 
 
+def released_list() -> str:
+    """``released models: a, b`` (or that there are none), for a message."""
+    names = released_names()
+    return f"released models: {', '.join(names)}" if names else "no released models found"
+
+
 def check_model_options(command: str, model: ModelOptions) -> None:
-    """The checks of a decoding ``command``'s model that need no loading: ``--ckpt`` (each
-    path a checkpoint file, weighted by ``--ensemble-weight`` if several) or
-    ``--ctranslate2``, one of the two."""
-    if model.ckpt is None and model.ctranslate2 is None:
-        raise UsageError(f"{command} needs --ckpt or --ctranslate2")
-    if model.ckpt is not None and model.ctranslate2 is not None:
-        raise UsageError("--ckpt and --ctranslate2 exclude each other")
+    """The checks of a decoding ``command``'s model that need no loading: ``--model`` (a
+    released model's name), ``--ckpt`` (each path a checkpoint file, weighted by
+    ``--ensemble-weight`` if several) or ``--ctranslate2``, one of the three."""
+    given = [o for o, v in (("--model", model.model), ("--ckpt", model.ckpt),
+                            ("--ctranslate2", model.ctranslate2)) if v is not None]  # fmt: skip
+    if not given:
+        raise UsageError(f"{command} needs --model, --ckpt or --ctranslate2 ({released_list()})")
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)} exclude each other")
     if model.ctranslate2_workers != 1 and model.ctranslate2 is None:
         raise UsageError("--ctranslate2-workers applies to --ctranslate2 only")
+    if model.model is not None:
+        resolve(model.model)  # a name that does not exist: one line naming those that do
     check_ensemble_weights(model.ckpt, model.ensemble_weight)
     for path in model.ckpt or []:
         check_checkpoint_path(path)
