@@ -22,11 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from seq2seq.common import moved
-
 __version__ = "0.1.0"
-
-moved.install()  # old module paths (configs, checkpoints, scripts) resolve to the new ones
 
 _EXPORTS = {  # name -> the module that defines it
     # open a trained model, translate, score, look at its attention

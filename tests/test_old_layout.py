@@ -1,27 +1,28 @@
-"""Nothing a user has breaks when modules move: a checkpoint written by the code before
+"""Nothing a user has breaks when classes move: a checkpoint written by the code before
 commands, inference and training got their own packages (``tests/data/old-layout.ckpt``,
 a 1+1-layer Transformer fitted for 60 steps on the demo corpus by commit 9ec03e7, then
-averaged) loads and translates as it did then, and every old module path imports the
-module at its new path."""
+averaged) names a class path that moved; it is upgraded where it is read, loads and
+translates as it did then, and `seq2seq upgrade` writes it as this version does. No old
+module path is importable: the upgrade is one explicit table (``inference/upgrade.py``),
+not an import hook."""
 
 from __future__ import annotations
 
 import importlib
-import sys
-import warnings
 import zipfile
 from pathlib import Path
 
 import pytest
-from jsonargparse import ArgumentParser
-from lightning_fabric.plugins import CheckpointIO
+import torch
+import yaml
 
 from seq2seq.commands.main import main
-from seq2seq.common.moved import OLD_TO_NEW
-from seq2seq.training.checkpoint_io import SafeCheckpointIO
+from seq2seq.inference.checkpoint import CHECKPOINT_KEY, load_trained
+from seq2seq.inference.upgrade import RENAMED_CLASSES, upgraded_config
 
 DATA = Path(__file__).parent / "data"
 OLD_CHECKPOINT = DATA / "old-layout.ckpt"
+OLD_PATH = "seq2seq.checkpoint_io.SafeCheckpointIO"
 
 
 def test_a_checkpoint_of_the_old_layout_translates_as_it_did(capsys):
@@ -31,22 +32,45 @@ def test_a_checkpoint_of_the_old_layout_translates_as_it_did(capsys):
     assert capsys.readouterr().out == (DATA / "translations.de").read_text()
 
 
-def test_the_old_checkpoint_names_an_old_class_path_which_still_resolves():
+def test_the_old_checkpoint_names_an_old_class_path_read_as_its_new_one():
     archive = zipfile.ZipFile(OLD_CHECKPOINT)
     (pickle,) = [name for name in archive.namelist() if name.endswith("data.pkl")]
-    old_path = "seq2seq.checkpoint_io.SafeCheckpointIO"
-    assert old_path.encode() in archive.read(pickle)  # what a saved run's config says
-    parser = ArgumentParser()
-    parser.add_argument("--plugins", type=CheckpointIO)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        config = parser.parse_args(["--plugins", f'{{"class_path": "{old_path}"}}'])
-        assert isinstance(parser.instantiate(config).plugins, SafeCheckpointIO)
+    assert OLD_PATH.encode() in archive.read(pickle)  # what a saved run's config says
+    config = load_trained(OLD_CHECKPOINT).config
+    assert config["trainer"]["plugins"][0]["class_path"] == RENAMED_CLASSES[OLD_PATH]
+    assert OLD_PATH not in yaml.safe_dump(config)
 
 
-@pytest.mark.parametrize(("old", "new"), sorted(OLD_TO_NEW.items()))
-def test_an_old_module_path_is_the_module_at_its_new_path(old: str, new: str):
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} is now {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
+def test_upgrade_writes_the_checkpoint_as_this_version_does(tmp_path, capsys):
+    out = tmp_path / "upgraded.ckpt"
+    main(["upgrade", "--ckpt", str(OLD_CHECKPOINT), "--out", str(out)])
+    payload = torch.load(out, weights_only=True)[CHECKPOINT_KEY]
+    assert OLD_PATH not in payload["config"] and RENAMED_CLASSES[OLD_PATH] in payload["config"]
+    main(["translate", "--ckpt", str(out), "--input", str(DATA / "sources.en"), "--beam", "3"])
+    assert capsys.readouterr().out.splitlines()[1:] == (
+        (DATA / "translations.de").read_text().splitlines()
+    )  # the first line printed was the upgraded checkpoint's path
+
+
+@pytest.mark.parametrize("old", sorted(RENAMED_CLASSES))
+def test_an_old_class_path_is_not_importable_but_upgraded(old: str):
+    module = old.rpartition(".")[0]
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(module)
+    config = {"trainer": {"plugins": [{"class_path": old}]}, "note": old + " stays in text"}
+    upgraded = upgraded_config(config)
+    assert upgraded["trainer"]["plugins"][0]["class_path"] == RENAMED_CLASSES[old]
+    assert upgraded["note"] == config["note"]  # only a whole value is a class path
+
+
+def test_fit_reads_a_config_that_names_an_old_class_path(trained_run, tmp_path):
+    """A config a run of the old layout saved (its log folder's config.yaml) still trains."""
+    config = yaml.safe_load(Path(trained_run["config"]).read_text())
+    config["trainer"].update(default_root_dir=str(tmp_path / "run"), max_epochs=1,
+                             plugins=[{"class_path": OLD_PATH}])  # fmt: skip
+    config["checkpoint"] = {"dirpath": str(tmp_path / "run" / "checkpoints")}
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(config))
+    main(["fit", "--config", str(path), "--trainer.max_steps", "2"])
+    payload = torch.load(tmp_path / "run/checkpoints/last.ckpt", weights_only=True)
+    assert RENAMED_CLASSES[OLD_PATH] in payload[CHECKPOINT_KEY]["config"]

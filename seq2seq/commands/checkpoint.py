@@ -1,5 +1,6 @@
-"""The commands that write a model: average (several checkpoints into one) and export (a
-Transformer for CTranslate2, imported by export alone: it is an optional extra)."""
+"""The commands that write a model: average (several checkpoints into one), upgrade (a
+checkpoint of an earlier version, as this one writes it) and export (a Transformer for
+CTranslate2, imported by export alone: it is an optional extra)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from typing import Literal
 from seq2seq.commands.options import check_output_file, check_output_folder, command
 from seq2seq.common.errors import UsageError
 from seq2seq.inference.checkpoint import (
+    CHECKPOINT_KEY,
     average_checkpoints,
     check_checkpoint_path,
     load_trained,
+    read_checkpoint,
     save_checkpoint,
 )
 from seq2seq.inference.decoding import released_list
 from seq2seq.inference.export import Quantization
 from seq2seq.inference.released import resolve
+from seq2seq.inference.upgrade import upgraded_payload
 from seq2seq.translation_model import is_export
 
 
@@ -40,6 +44,28 @@ def average(ckpts: list[str], out: str, force: bool = False) -> None:
         what = "is one of the checkpoints to average" if averaged else "exists"
         raise UsageError(f"--out {out} {what}; give another file, or --force to replace it")
     print(save_checkpoint(average_checkpoints(ckpts), out))
+
+
+@command
+def upgrade(ckpt: str, out: str, force: bool = False) -> None:
+    """Rewrite a checkpoint of an earlier version as this version writes it.
+
+    Every command reads an earlier version's checkpoint as it is, upgrading it in memory;
+    this writes the upgraded one (class paths that moved, the search its config set), so
+    that other tools read it too. CHANGELOG.md says what changed.
+
+    Args:
+        ckpt: the checkpoint to upgrade
+        out: where to write the upgraded checkpoint
+        force: replace the file at --out if there is one
+    """
+    check_checkpoint_path(ckpt)
+    check_output_file(out, "--out", new_folder=True)
+    if Path(out).exists() and not force:
+        raise UsageError(f"--out {out} exists; give another file, or --force to replace it")
+    checkpoint = read_checkpoint(ckpt)
+    checkpoint[CHECKPOINT_KEY] = upgraded_payload(checkpoint[CHECKPOINT_KEY])
+    print(save_checkpoint(checkpoint, out))
 
 
 @command

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jsonargparse import DefaultHelpFormatter
+import yaml
+from jsonargparse import DefaultHelpFormatter, get_loader, set_loader
 from pytorch_lightning import LightningModule, Trainer
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint, ThroughputMonitor
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
@@ -26,6 +27,7 @@ from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, OneLineErro
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.common.ranges import declared_ranges
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, read_checkpoint
+from seq2seq.inference.upgrade import config_loader
 
 # --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
 # when the parser is built, so every model family is imported here.
@@ -292,6 +294,10 @@ class Seq2SeqCLI(LightningCLI):
         )
 
 
+UPGRADING_YAML = "seq2seq_yaml"  # jsonargparse's YAML with renamed class paths upgraded
+set_loader(UPGRADING_YAML, config_loader(get_loader("yaml")), exceptions=(yaml.YAMLError,))
+
+
 def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
     """Lightning's CLI on ``args`` (None: the process's own command line), run."""
     quiet_lightning()
@@ -323,7 +329,11 @@ def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
             parser_kwargs={
                 "prog": "seq2seq",
                 "description": DESCRIPTION,
-                **{command: training_help(command) for command in Seq2SeqCLI.subcommands()},
+                "parser_mode": UPGRADING_YAML,
+                **{
+                    command: {**training_help(command), "parser_mode": UPGRADING_YAML}
+                    for command in Seq2SeqCLI.subcommands()
+                },
             },
             parser_class=TrainingParser,
             args=args,

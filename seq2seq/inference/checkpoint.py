@@ -28,6 +28,7 @@ from jsonargparse import ArgumentParser
 from seq2seq.common.atomic import remove_stale_temps, write_atomically
 from seq2seq.common.errors import CheckpointError
 from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.upgrade import upgraded_payload
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.text.tokenizer import Vocabulary
 
@@ -48,13 +49,6 @@ class Payload(TypedDict, total=False):
 
 MODEL_PREFIX = "model."  # the task keeps its EncoderDecoder in `self.model`
 CHECKPOINT_NAMES = ("last.ckpt", "best.ckpt")  # what a folder given as a checkpoint may hold
-# Checkpoints written before the payload held the search: the task's options it came from.
-CONFIG_SEARCH_KEYS = {
-    "beam_size": "test_beam_size",
-    "length_penalty": "length_penalty",
-    "max_len_ratio": "max_len_ratio",
-    "max_len_offset": "max_len_offset",
-}
 
 
 @dataclass
@@ -161,22 +155,11 @@ def build_model(config: dict[str, Any], vocab: VocabSpec) -> EncoderDecoder:
     return factory(vocab)
 
 
-def _configured_search(stored: Payload, config: dict[str, Any]) -> SearchSettings:
-    """The search the run was configured to test with: stored whole in the payload; in a
-    checkpoint written before it was, read from the options of the config's model block
-    (an unset one has SearchSettings' default, which is also the task's)."""
-    if "search" in stored:
-        return SearchSettings(**stored["search"])
-    options = config.get("model") or {}
-    return SearchSettings(
-        **{field: options[key] for field, key in CONFIG_SEARCH_KEYS.items() if key in options}
-    )
-
-
 def load_trained(path: str | Path) -> Trained:
-    """Rebuild the model of a checkpoint, load its weights and put it in eval mode."""
+    """Rebuild the model of a checkpoint, load its weights and put it in eval mode (a
+    checkpoint of an earlier version read as this version writes it: ``upgrade.py``)."""
     checkpoint = read_checkpoint(path)
-    stored: Payload = checkpoint[CHECKPOINT_KEY]
+    stored = upgraded_payload(checkpoint[CHECKPOINT_KEY])
     if not stored.get("config"):
         raise CheckpointError(f"{path} holds no run config; was it written by `seq2seq fit`?")
     config = yaml.safe_load(stored["config"])
@@ -191,7 +174,7 @@ def load_trained(path: str | Path) -> Trained:
         model.load_state_dict(weights)
     except RuntimeError as error:
         raise CheckpointError(f"weights in {path} do not fit its model config: {error}") from error
-    search = _configured_search(stored, config)
+    search = SearchSettings(**stored["search"])
     return Trained(model=model.eval(), vocab=vocab, config=config, search=search)
 
 

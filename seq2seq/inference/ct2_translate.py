@@ -42,6 +42,7 @@ from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inference.export import DESCRIPTION, DESCRIPTION_FORMAT, import_ctranslate2
 from seq2seq.inference.search import Hypothesis, SearchSettings, length_penalty, max_output_lengths
 from seq2seq.inference.translator import Translation, translated_chunks
+from seq2seq.inference.upgrade import export_search
 from seq2seq.text.tokenizer import Tokenizer
 
 log = logging.getLogger("seq2seq")
@@ -109,17 +110,10 @@ def load_export(folder: str | Path, threads: int = 0, workers: int = 1) -> Expor
         if models["target"] == models["source"]
         else Tokenizer((folder / models["target"]).read_bytes())
     )
-    search = _configured_search(description)
+    search = export_search(description)
     return Exported(
         translator, src, tgt, search, description["positions"], description.get("tgt_lang")
     )
-
-
-def _configured_search(description: dict[str, Any]) -> SearchSettings:
-    """The checkpoint's search an export keeps; a format 1 export kept its length penalty only."""
-    if description["format"] == 1:
-        return SearchSettings(length_penalty=description["length_penalty"])
-    return SearchSettings(**description["search"])
 
 
 def _hypotheses(

@@ -324,8 +324,9 @@ class TranslationTask(pl.LightningModule):
             search=dataclasses.asdict(self.searches["test"]),
             rng={"torch": torch.get_rng_state(), "python": random.getstate()},
             skipped_batches=self.skipped_batches,
-            precision=str(self.trainer.precision),
         )
+        if self._trainer is not None:  # what a resumed run compares its own precision with
+            checkpoint[CHECKPOINT_KEY]["precision"] = str(self._trainer.precision)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         stored: Payload = checkpoint.get(CHECKPOINT_KEY, {})
