@@ -11,6 +11,12 @@ multi-head RNN attention and ``(L, H)`` (layers, heads) for the Transformer.
     logprobs, state, attn = model.step(prev_tokens, state)   # one target position
     state = state.select(beam_indices)                       # beam reordering
 
+A state's fields that depend on the source sentence alone (encoder outputs, attention keys
+and values prepared from them, source lengths) are declared with ``source_side()``. A
+search may keep them once per sentence while the other fields hold one row per decoder
+row (a sentence's beams, side by side): attention given keys of G rows for queries of
+G * k rows lets each key row serve k consecutive query rows (``attention/base.py``).
+
 ``need_weights=False`` (``decode``, ``forward``, ``step``) says nobody will read the
 attention maps: a model may then return None for them and take a faster path; the
 log-probabilities and logits are the same.
@@ -54,6 +60,14 @@ def select_batch(value: Any, indices: Tensor) -> Any:
 
 
 StateT = TypeVar("StateT", bound="State")
+SOURCE_SIDE = "source_side"  # the metadata key of a State field that depends on the source alone
+
+
+def source_side() -> Any:
+    """A ``State`` field that depends on the source sentence alone (``x: Tensor =
+    source_side()``): a search may keep it once per sentence, however many decoder rows
+    the sentence has."""
+    return dataclasses.field(metadata={SOURCE_SIDE: True})
 
 
 @dataclass

@@ -15,16 +15,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import AdditiveAttention, Attention
-from seq2seq.model import EncoderDecoder, Memory, VocabSpec
-from seq2seq.speedups.beam_shared_source import SharedSourceState, group_queries, ungroup_weights
-from seq2seq.speedups.cpu_dropout import Dropout
+from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec, source_side
 
 CellType = Literal["gru", "lstm"]
 MergeType = Literal["concat", "sum"]
@@ -75,7 +73,7 @@ class RNNEncoder(nn.Module):
         super().__init__()
         self.merge = merge
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.rnn = _CELLS[cell](
             embed_size,
             hidden_size,
@@ -105,18 +103,16 @@ class RNNEncoder(nn.Module):
 
 
 @dataclass
-class RNNState(SharedSourceState):
-    """Decoder state between steps for B rows, G = B / group sentences (see
-    ``seq2seq.speedups.beam_shared_source``). Every tensor is batch-first."""
+class RNNState(State):
+    """Decoder state between steps for B rows; the source side has B rows, or G when a
+    search keeps it once per sentence (``model.source_side``). Every tensor is batch-first."""
 
-    per_sentence: ClassVar[frozenset[str]] = frozenset({"keys", "values", "src_lens"})
     hidden: Hidden  # [B, L, H] (or (h, c))
-    keys: Tensor  # attention-prepared keys [G, S, *]
-    values: Tensor  # attention-prepared values [G, S, *]
-    src_lens: Tensor  # [G]
+    keys: Tensor = source_side()  # attention-prepared keys [G, S, *]
+    values: Tensor = source_side()  # attention-prepared values [G, S, *]
+    src_lens: Tensor = source_side()  # [G]
     feed: Tensor  # Luong input feeding h~_{t-1} [B, H]; unused ([B, 0]) otherwise
     position: int  # target position t of the next step
-    group: int = 1
 
 
 class RNNDecoder(nn.Module):
@@ -144,7 +140,7 @@ class RNNDecoder(nn.Module):
         self.embed_size, self.hidden_size, self.num_layers = embed_size, hidden_size, num_layers
         self.cell, self.input_feeding = cell, input_feeding
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.attention = attention(hidden_size, memory_size)
         self.context_size = self.attention.context_size(memory_size)
         self.bridge = nn.Linear(memory_size, num_layers * hidden_size)
@@ -177,15 +173,12 @@ class RNNDecoder(nn.Module):
         self, query: Tensor, state: RNNState, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
         """query [B, Dq] -> (context [B, C], weights [B, *heads, S] or None)."""
-        queries = group_queries(query.unsqueeze(1), state.group)  # [G, group, Dq]
+        queries = query.unsqueeze(1)  # [B, 1, Dq]
         position = torch.full(queries.shape[:2], state.position, device=query.device)
         context, weights = self.attention(
             queries, state.keys, state.values, state.src_lens, position, prepared=True
-        )  # [G, group, C], [G, *heads, group, S]
-        context = context.reshape(query.size(0), -1)
-        if not need_weights:
-            return context, None
-        return context, ungroup_weights(weights, state.group).squeeze(-2)  # [B, *heads, S]
+        )  # [B, 1, C], [B, *heads, 1, S]
+        return context.squeeze(1), weights.squeeze(-2) if need_weights else None
 
     def _run_rnn(self, rnn_input: Tensor, hidden: Hidden) -> tuple[Tensor, Hidden]:
         """One RNN step: rnn_input [B, I], hidden [B, L, H] -> (top output [B, H], hidden)."""

@@ -12,15 +12,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
 from seq2seq.attention import MultiHeadAttention
-from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec
-from seq2seq.speedups.beam_shared_source import SharedSourceState, group_queries, ungroup_weights
-from seq2seq.speedups.cpu_dropout import Dropout
+from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec, source_side
 
 NormPlacement = Literal["pre", "post"]
 Init = Literal["xavier", "fairseq"]
@@ -47,7 +45,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, dim: int, dropout: float, initial_length: int = 256) -> None:
         super().__init__()
         self.dim = dim
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.register_buffer("table", sinusoidal_table(initial_length, dim), persistent=False)
 
     def forward(self, embedded: Tensor, offset: int = 0) -> Tensor:
@@ -65,7 +63,7 @@ class FeedForward(nn.Sequential):
     """Position-wise Linear(d, ff) -> ReLU [-> dropout] -> Linear(ff, d)."""
 
     def __init__(self, dim: int, ff_size: int, activation_dropout: float) -> None:
-        inner = [Dropout(activation_dropout)] if activation_dropout else []
+        inner = [nn.Dropout(activation_dropout)] if activation_dropout else []
         super().__init__(nn.Linear(dim, ff_size), nn.ReLU(), *inner, nn.Linear(ff_size, dim))
 
 
@@ -85,7 +83,7 @@ class Sublayer(nn.Module):
     def __init__(self, dim: int, dropout: float, norm: NormPlacement) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(dim)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.pre = norm == "pre"
 
     def inputs(self, x: Tensor) -> Tensor:
@@ -139,14 +137,13 @@ class DecoderLayer(nn.Module):
         cross_kv: KV,
         src_lens: Tensor,
         need_weights: bool,
-        group: int = 1,
     ) -> tuple[Tensor, Tensor | None, KV]:
         """x [B, T, d] at the positions after ``past``: the earlier keys/values [M, H, t, dh]
         and, for each row of x, the row of them it continues [B] (None: no earlier positions).
 
         self_lens: [B, T] causal valid lengths, or None when every key is visible.
-        cross_kv [B / group, H, S, dh] and src_lens [B / group]: each memory row serves
-        ``group`` consecutive rows of x (a sentence's beams in search).
+        cross_kv [G, H, S, dh] and src_lens [G]: the memory, G = B rows, or one row per
+        sentence serving B / G consecutive rows of x (a sentence's beams in search).
         Returns (x [B, T, d], cross-attention [B, H, T, S] or None, keys/values so far).
         """
         h = self.self_block.inputs(x)
@@ -158,10 +155,9 @@ class DecoderLayer(nn.Module):
         x = self.self_block.output(x, attended)
         h = self.cross_block.inputs(x)
         attended, weights = self.cross_attn(
-            group_queries(h, group), *cross_kv, src_lens, prepared=True, need_weights=need_weights
-        )  # [B / group, group * T, d], [B / group, H, group * T, S]
-        x = self.cross_block.output(x, attended.reshape(x.shape))
-        weights = None if weights is None else ungroup_weights(weights, group)
+            h, *cross_kv, src_lens, prepared=True, need_weights=need_weights
+        )  # [B, T, d], [B, H, T, S]
+        x = self.cross_block.output(x, attended)
         x = self.ff_block.output(x, self.feed_forward(self.ff_block.inputs(x)))
         return x, weights, (keys, values)
 
@@ -198,20 +194,18 @@ class KeyValueCache(State):
 
 
 @dataclass
-class TransformerState(SharedSourceState):
-    """The decoder's state for N rows, G = N / group sentences (see
-    ``seq2seq.speedups.beam_shared_source``).
+class TransformerState(State):
+    """The decoder's state for N rows; the source side has N rows, or G when a search keeps
+    it once per sentence (``model.source_side``).
 
     cross: per layer, the source's keys/values [G, H, S, dh]; src_lens: [G];
     cache: the self-attention keys/values so far, t positions per row.
     """
 
-    per_sentence: ClassVar[frozenset[str]] = frozenset({"cross", "src_lens"})
-    cross: list[KV]
+    cross: list[KV] = source_side()
     cache: KeyValueCache
-    src_lens: Tensor
+    src_lens: Tensor = source_side()
     position: int  # target position of the next step
-    group: int = 1
 
 
 class Transformer(EncoderDecoder):
@@ -333,7 +327,7 @@ class Transformer(EncoderDecoder):
         kv, weights = [], []
         for layer, cross_kv, past in zip(self.decoder, state.cross, state.cache.kv, strict=True):
             x, layer_weights, layer_kv = layer(
-                x, (past, rows), None, cross_kv, state.src_lens, need_weights, state.group
+                x, (past, rows), None, cross_kv, state.src_lens, need_weights
             )
             kv.append(layer_kv)
             weights.append(layer_weights)  # [B, H, 1, S] or None

@@ -11,6 +11,7 @@ from seq2seq.inference.search import (
     best_continuations,
     length_penalty,
     max_output_lengths,
+    row_selection,
     translate_batch,
 )
 from seq2seq.model import VocabSpec
@@ -37,7 +38,8 @@ def test_beam_of_one_equals_greedy():
     )
     with torch.no_grad():
         state = model.start(model.encode(src, src_lens))
-        beam = _beam(model, state, src_lens, max_output_lengths(src_lens, 1.5, 10), 1, 1.0, 1, True)
+        limits = max_output_lengths(src_lens, 1.5, 10)
+        beam = _beam(model, state, row_selection(src.device), src_lens, limits, 1, 1.0, 1, True)
     for (g,), (b,) in zip(greedy, beam, strict=True):
         assert g.tokens == b.tokens
         assert abs(g.score - b.score) < 1e-4

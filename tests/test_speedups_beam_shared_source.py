@@ -1,5 +1,6 @@
-"""Search states that keep the source side once per sentence
-(seq2seq/speedups/beam_shared_source.py) give what the plain path, a copy per row, gives."""
+"""A search that keeps the source side once per sentence
+(seq2seq/speedups/beam_shared_source.py, applied from outside the models) gives what the
+plain path, the contract's ``state.select`` with a copy per row, gives."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -8,10 +9,12 @@ import pytest
 import torch
 from test_attention import VARIANTS, Variant
 
+from seq2seq.attention.base import ungrouped_weights
+from seq2seq.inference.ensemble import Ensemble, EnsembleState
 from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
-from seq2seq.speedups.beam_shared_source import follow_sentences, ungroup_weights
+from seq2seq.speedups.beam_shared_source import follow_sentences, select_sharing_source
 from seq2seq.speedups.switch import VARIABLE
 from seq2seq.transformer import Transformer
 
@@ -33,22 +36,28 @@ def plain_path() -> Iterator[None]:
         yield
 
 
+def source_rows(state) -> int:
+    """How many rows the state's source side has (its ``src_lens``, or its first member's)."""
+    return (state.members[0] if isinstance(state, EnsembleState) else state).src_lens.size(0)
+
+
 def check_steps_after_selects(model: EncoderDecoder, reorder: tuple[list, int]) -> None:
     rows, final_group = reorder
     torch.manual_seed(1)
     src = torch.randint(4, VOCAB.src_size, (3, 7))
     shared = plain = model.start(model.encode(src, torch.tensor([7, 4, 1])))
+    now = 3  # the state's rows
     for indices in map(torch.tensor, rows):
         tokens = torch.randint(4, VOCAB.tgt_size, (len(indices),))
-        shared = shared.select(indices)
-        with plain_path():
-            plain = plain.select(indices)
+        shared = select_sharing_source(shared, indices, now)
+        plain = plain.select(indices)
+        now = len(indices)
         shared_out, shared, shared_attn = model.step(tokens, shared)
         plain_out, plain, plain_attn = model.step(tokens, plain)
         assert torch.allclose(shared_out, plain_out, atol=1e-5)
         assert torch.allclose(shared_attn, plain_attn, atol=1e-6)
-    assert shared.group == final_group
-    assert plain.group == 1  # the plain path copied the source side to every row
+    assert source_rows(shared) == now // final_group
+    assert source_rows(plain) == now  # the plain path copied the source side to every row
 
 
 @every_reorder
@@ -67,6 +76,16 @@ def test_rnn_steps_equal_a_state_copied_row_by_row(variant: Variant, reorder):
         bidirectional=not variant.same_size, dropout=0.0,
     )  # fmt: skip
     check_steps_after_selects(model.eval(), reorder)
+
+
+@every_reorder
+def test_an_ensembles_members_keep_their_source_once_too(reorder):
+    torch.manual_seed(0)
+    members = [
+        Transformer(VOCAB, model_size=32, num_heads=4, ff_size=64, encoder_layers=1),
+        RNNSeq2Seq(VOCAB, embed_size=12, hidden_size=16, style="luong", dropout=0.0),
+    ]
+    check_steps_after_selects(Ensemble([m.eval() for m in members]), reorder)
 
 
 def test_bahdanau_style_steps_equal_a_state_copied_row_by_row():
@@ -94,7 +113,7 @@ def test_follow_sentences(indices, group, followed, new_group):
 def test_ungroup_weights_gives_each_row_its_own_queries():
     G, H, group, T, S = 2, 3, 4, 2, 5
     weights = torch.randn(G, H, group * T, S)
-    rows = ungroup_weights(weights, group)
+    rows = ungrouped_weights(weights, group)
     assert rows.shape == (G * group, H, T, S)
     for i in range(G):
         for j in range(group):
@@ -122,3 +141,28 @@ def test_beam_search_translates_the_same_with_the_trick_switched_off(family):
             assert a.tokens == b.tokens
             assert a.score == pytest.approx(b.score, abs=1e-5)
             assert torch.allclose(a.attention, b.attention, atol=1e-6)
+
+
+@pytest.mark.parametrize("switched_off", [False, True])
+def test_the_search_applies_the_trick_unless_it_is_switched_off(monkeypatch, switched_off):
+    """Beam search reorders through ``select_sharing_source`` on the CPU, so that the source
+    side stays one row per sentence; ``SEQ2SEQ_PLAIN=beam_shared_source`` takes
+    ``state.select`` instead."""
+    seen: list[int] = []
+
+    def counting(state, indices, rows):
+        seen.append(source_rows(state))
+        return select_sharing_source(state, indices, rows)
+
+    monkeypatch.setattr("seq2seq.inference.search.select_sharing_source", counting)
+    if switched_off:
+        monkeypatch.setenv(VARIABLE, "beam_shared_source")
+    torch.manual_seed(0)
+    model = RNNSeq2Seq(VOCAB, embed_size=12, hidden_size=16, dropout=0.0).eval()
+    src = torch.randint(4, VOCAB.src_size, (3, 6))
+    with torch.inference_mode():
+        translate_batch(model, src, torch.tensor([6, 4, 2]), SearchSettings(beam_size=3))
+    if switched_off:
+        assert seen == []
+    else:
+        assert len(seen) > 2 and max(seen) <= 3  # one source row per sentence, every step

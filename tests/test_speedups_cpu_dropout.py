@@ -4,9 +4,12 @@ rate and scale as the plain path, ``F.dropout``, which SEQ2SEQ_PLAIN=cpu_dropout
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from seq2seq.speedups.cpu_dropout import Dropout, dropout, dropout_threshold
+from seq2seq.model import VocabSpec
+from seq2seq.speedups.cpu_dropout import CPUDropout, cpu_dropouts, dropout, dropout_threshold
 from seq2seq.speedups.switch import VARIABLE
+from seq2seq.transformer import Transformer
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
@@ -65,13 +68,27 @@ def test_identity_when_not_training_or_nothing_to_drop():
 
 
 def test_module_follows_train_and_eval_and_rejects_bad_rates():
-    module = Dropout(0.4)
+    module = CPUDropout(0.4)
     x = torch.ones(100, 100)
     assert (module(x) == 0).any()
     module.eval()
     assert module(x) is x
     with pytest.raises(ValueError, match="dropout probability"):
-        Dropout(1.5)
+        CPUDropout(1.5)
+
+
+def test_the_trick_is_applied_from_outside_to_every_dropout_of_a_model():
+    vocab = VocabSpec(src_size=20, tgt_size=20, pad_id=0, bos_id=2, eos_id=3, joint=True)
+    model = Transformer(vocab, model_size=16, num_heads=2, ff_size=32, dropout=0.2,
+                        attention_dropout=0.1, activation_dropout=0.3)  # fmt: skip
+    rates = [m.p for m in model.modules() if isinstance(m, nn.Dropout)]
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    assert not [m for m in model.modules() if isinstance(m, CPUDropout)]  # the core's own
+    assert cpu_dropouts(model) is model
+    swapped = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    assert all(type(m) is CPUDropout for m in swapped)
+    assert [m.p for m in swapped] == rates and len(rates) > 5
+    assert model.state_dict().keys() == weights.keys()  # no weights: nothing else changed
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5])
@@ -90,7 +107,7 @@ def test_drops_like_the_plain_path(p):
 def test_switched_off_it_is_torch_dropout(monkeypatch, cut):
     monkeypatch.setenv(VARIABLE, cut)
     x = torch.randn(64, 80)
-    module = Dropout(0.3)
+    module = CPUDropout(0.3)
     for drop in (lambda: dropout(x, 0.3, training=True), lambda: module(x)):
         torch.manual_seed(5)
         expected = F.dropout(x, 0.3, training=True)

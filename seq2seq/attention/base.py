@@ -8,7 +8,10 @@
 
 Work that depends only on the keys and values is split out into ``prepare``, so that a
 decoder does it once per source sentence (in ``start``) and then calls the module at
-every step with the prepared tensors and ``prepared=True``. ``forward`` is
+every step with the prepared tensors and ``prepared=True``. Keys, values and
+``valid_lens [G]`` may have fewer rows than the queries (G and B = G * k): each key row
+then serves k consecutive query rows (a sentence's beams in a search that keeps the source
+side once per sentence), and the module sees a sentence's queries side by side. ``forward`` is
 ``attend(prepare(...))``. Decoders always call the module, never ``attend`` directly, so
 forward hooks see every call (attention inspection relies on it). Weights are returned,
 never stored on the module.
@@ -23,7 +26,6 @@ from torch import Tensor, nn
 
 from seq2seq.attention.scores import Score
 from seq2seq.masking import masked_softmax
-from seq2seq.speedups.cpu_dropout import Dropout
 
 
 class Attention(nn.Module, ABC):
@@ -75,7 +77,27 @@ class Attention(nn.Module, ABC):
         them and take a faster path (``MultiHeadAttention``)."""
         if not prepared:
             keys, values = self.prepare(keys, values)
-        return self.attend(queries, keys, values, valid_lens, query_pos, need_weights)
+        group = queries.size(0) // max(keys.size(0), 1)  # query rows per key row
+        if group <= 1:
+            return self.attend(queries, keys, values, valid_lens, query_pos, need_weights)
+        positions = None if query_pos is None else grouped(query_pos, group)
+        context, weights = self.attend(
+            grouped(queries, group), keys, values, valid_lens, positions, need_weights
+        )  # [G, k * Tq, Dc], [G, *heads, k * Tq, S]
+        context = context.reshape(queries.size(0), queries.size(1), -1)  # [B, Tq, Dc]
+        return context, None if weights is None else ungrouped_weights(weights, group)
+
+
+def grouped(rows: Tensor, group: int) -> Tensor:
+    """[B, Tq, ...] -> [B / group, group * Tq, ...]: each key row's query rows side by side."""
+    return rows.reshape(rows.size(0) // group, group * rows.size(1), *rows.shape[2:])
+
+
+def ungrouped_weights(weights: Tensor, group: int) -> Tensor:
+    """Attention weights [G, *heads, group * Tq, S] -> [G * group, *heads, Tq, S]."""
+    G, *heads, grouped_queries, S = weights.shape
+    per_row = weights.reshape(G, *heads, group, grouped_queries // group, S).movedim(-3, 1)
+    return per_row.reshape(G * group, *heads, grouped_queries // group, S)
 
 
 class SoftmaxAttention(Attention):
@@ -89,7 +111,7 @@ class SoftmaxAttention(Attention):
 
     def __init__(self, query_size: int, key_size: int, dropout: float = 0.0) -> None:
         super().__init__(query_size, key_size)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     @abstractmethod
     def scores(self, queries: Tensor, keys: Tensor) -> Tensor:

@@ -15,7 +15,6 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from seq2seq.attention.base import Attention, GlobalAttention
 from seq2seq.attention.scores import DistanceScore, DotScore
 from seq2seq.masking import key_mask, masked_softmax
-from seq2seq.speedups.cpu_dropout import dropout as dropout_weights
 
 # SDPA's kernels but cuDNN's, which builds an execution plan for every new shape: with
 # batches of varying lengths nearly every step is one. On an H100 (scripts/gpu_check.py,
@@ -102,7 +101,7 @@ class MultiHeadAttention(Attention):
         self.k_proj = nn.Linear(key_size, d)
         self.v_proj = nn.Linear(value_size or key_size, d)
         self.out_proj = nn.Linear(d, d)
-        self.dropout = dropout
+        self.dropout = nn.Dropout(dropout)
         self.position_bias = (
             nn.Parameter(torch.zeros(num_heads, max_positions)) if position_bias else None
         )
@@ -141,13 +140,12 @@ class MultiHeadAttention(Attention):
         B, Tq, _ = queries.shape
         q = self._split(self.q_proj(queries))  # [B, H, Tq, dh]
         bias = self._bias(keys.size(2))
-        dropout = self.dropout if self.training else 0.0
         if need_weights or not self.sdpa:
             scores = q @ keys.transpose(-1, -2) / math.sqrt(self.head_size)  # [B, H, Tq, S]
             if bias is not None:
                 scores = scores + bias
             weights = masked_softmax(scores, valid_lens)
-            context = dropout_weights(weights, dropout, self.training) @ values  # [B, H, Tq, dh]
+            context = self.dropout(weights) @ values  # [B, H, Tq, dh]
             weights = weights if need_weights else None
         else:
             mask = None if valid_lens is None else key_mask(valid_lens, keys.size(2), q.dim())
@@ -155,6 +153,7 @@ class MultiHeadAttention(Attention):
                 additive = bias.to(q.dtype).expand(B, -1, Tq, -1)
                 mask = additive if mask is None else additive.masked_fill(~mask, float("-inf"))
             with sdpa_kernel(VARIABLE_SHAPE_BACKENDS):
+                dropout = self.dropout.p if self.training else 0.0
                 context = F.scaled_dot_product_attention(
                     q, keys, values, attn_mask=mask, dropout_p=dropout
                 )

@@ -14,12 +14,15 @@ pinned memory, which the host does not wait for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from seq2seq.model import EncoderDecoder, State
+from seq2seq.speedups.beam_shared_source import select_sharing_source
+from seq2seq.speedups.switch import trick_enabled
 
 
 @dataclass(frozen=True)
@@ -121,10 +124,22 @@ def translate_batch(
         raise ValueError(f"n_best must be between 1 and beam_size={K}, got {n_best}")
     max_lens = max_output_lengths(src_lens, search.max_len_ratio, search.max_len_offset)
     state = model.start(model.encode(src, src_lens))
+    select = row_selection(src.device)
     if K == 1:
-        hyps = _greedy(model, state, src_lens, max_lens, alpha, return_attention)
+        hyps = _greedy(model, state, select, src_lens, max_lens, alpha, return_attention)
         return [[h] for h in hyps]
-    return _beam(model, state, src_lens, max_lens, K, alpha, n_best, return_attention)
+    return _beam(model, state, select, src_lens, max_lens, K, alpha, n_best, return_attention)
+
+
+Select = Callable[[State, Tensor, int], State]  # (state, rows to keep, its rows) -> state
+
+
+def row_selection(device: torch.device) -> Select:
+    """How a search keeps and reorders the state's rows: with each sentence's source side
+    kept once (``speedups.beam_shared_source``), or the contract's plain ``state.select``."""
+    if trick_enabled("beam_shared_source", device.type):
+        return select_sharing_source
+    return lambda state, indices, rows: state.select(indices)
 
 
 def _to_device(values: list[int] | list[bool], dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -202,6 +217,7 @@ def best_continuations(logprobs: Tensor, scores: Tensor, count: int) -> tuple[Te
 def _greedy(
     model: EncoderDecoder,
     state: State,
+    select: Select,
     src_lens: Tensor,
     max_lens: Tensor,
     alpha: float,
@@ -242,7 +258,7 @@ def _greedy(
             keep = _to_device(kept, torch.long, device)
             active = [active[row] for row in kept]
             prev, tokens, logprob = prev[keep], tokens[keep], logprob[keep]
-            state = state.select(keep)
+            state = select(state, keep, logprobs.size(0))
             parents = keep
         t += 1
     if trail is not None:
@@ -253,6 +269,7 @@ def _greedy(
 def _beam(
     model: EncoderDecoder,
     state: State,
+    select: Select,
     src_lens: Tensor,
     max_lens: Tensor,
     K: int,
@@ -313,7 +330,7 @@ def _beam(
         chosen_rows = rows[keep].gather(1, order).flatten()  # [A'*width]
         prev = token[keep].gather(1, order).flatten()
         tokens = torch.cat([tokens[chosen_rows], prev.unsqueeze(1)], dim=1)
-        state = state.select(chosen_rows)
+        state = select(state, chosen_rows, A * beams)
         parents = chosen_rows
         t += 1
     if trail is not None:

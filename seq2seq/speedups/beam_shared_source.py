@@ -1,36 +1,34 @@
-"""Decoder states that keep the source side once per sentence, not once per beam.
+"""A beam search that keeps each sentence's source side once, not once per beam.
 
 Beam search reorders the decoder's rows at every step (``state.select``), but the rows it
 picks for a sentence always come from that sentence's own beams, and their source side
-(attention keys and values, source lengths) is the same for all of them. A
-``SharedSourceState`` stores that source side once per sentence: rows
-``i * group ... i * group + group - 1`` share its row ``i``. Selecting rows then copies
-only the per-row fields, and attention reads a sentence's ``group`` queries side by side
-against its one source row (``group_queries`` / ``ungroup_weights``).
+(the fields a model declares ``source_side``: attention keys and values, source lengths)
+is the same for all of them. ``select_sharing_source`` is ``state.select`` that keeps
+those fields once per sentence: rows ``i * k ... i * k + k - 1`` share their row ``i``,
+and attention reads a sentence's ``k`` queries side by side against it (the contract of
+``attention/base.py``). Only the per-row fields are copied.
 
-Evidence: BENCHMARKS.md, "The source side kept once per sentence": beam 5 on test_2016,
-104.8 and 109.4 against 81.3 and 86.3 sentences/s (Transformer, fp32), peak memory 1.01
-against 1.25 GB; the RNNs 160-172 against 112-120 sentences/s. The plain path: every row
-its own copy of the source side, ``group`` always 1 (``SEQ2SEQ_PLAIN=beam_shared_source``,
-see ``switch``); the same outputs up to float rounding of the regrouped products. On a
-GPU the plain path runs: working out the groups reads a value back at each reordering, a
-wait for the device that cost more than the copies it saves (docs/benchmarks/gpu.md).
+The search applies it from outside the model (``inference/search.py``); the plain path
+is ``state.select``, every row its own copy of the source side (``SEQ2SEQ_PLAIN=
+beam_shared_source``, see ``switch``), with the same outputs up to float rounding of the
+regrouped products. On a GPU the plain path runs: working out the groups reads a value
+back at each reordering, a wait for the device that cost more than the copies it saves.
+Its gain: docs/benchmarks/speed.md, "The source side kept once per sentence".
 
-Shapes: N decoder rows, G = N / group sentences, T queries per row, S source positions.
+Shapes: N decoder rows, G sentences (source rows), k = N / G rows per sentence.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 
-from seq2seq.model import State, select_batch
-from seq2seq.speedups.switch import trick_enabled
+from seq2seq.model import SOURCE_SIDE, State, select_batch
 
-SharedT = TypeVar("SharedT", bound="SharedSourceState")
+StateT = TypeVar("StateT", bound=State)
 
 
 def follow_sentences(indices: Tensor, group: int, sentences: int) -> tuple[Tensor | None, int]:
@@ -60,38 +58,46 @@ def follow_sentences(indices: Tensor, group: int, sentences: int) -> tuple[Tenso
     return (None if is_in_order else of_row[::length]), length
 
 
-class SharedSourceState(State):
-    """A ``State`` dataclass whose fields named in ``per_sentence`` hold one row per
-    sentence, among them ``src_lens`` [G]; every other field holds one row per decoder
-    row; ``group`` is the number of decoder rows per sentence."""
+def _first_tensor(value: Any) -> Tensor:
+    """The first tensor in ``value`` (a tensor, or lists and tuples of them)."""
+    return value if isinstance(value, Tensor) else _first_tensor(value[0])
 
-    per_sentence: ClassVar[frozenset[str]]
-    src_lens: Tensor
-    group: int
 
-    def select(self: SharedT, indices: Tensor) -> SharedT:
-        if trick_enabled("beam_shared_source", self.src_lens.device.type):
-            followed, group = follow_sentences(indices, self.group, self.src_lens.numel())
-        else:  # the plain path: every row gets its own copy of its sentence's source side
-            followed, group = torch.div(indices, self.group, rounding_mode="floor"), 1
-        changes = {}
-        for field in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, field.name)
-            if field.name not in self.per_sentence:
-                changes[field.name] = select_batch(value, indices)
-            elif followed is not None:
+def _holds_states(value: Any) -> bool:
+    return isinstance(value, State) or (
+        isinstance(value, list | tuple) and any(isinstance(v, State) for v in value)
+    )
+
+
+def _select(value: Any, indices: Tensor, rows: int) -> Any:
+    """A per-row field's value at rows ``indices``; states inside it keep their own source
+    side once per sentence too (an ensemble's members)."""
+    if isinstance(value, State):
+        return select_sharing_source(value, indices, rows)
+    if isinstance(value, list | tuple) and _holds_states(value):
+        return type(value)(_select(v, indices, rows) for v in value)
+    return select_batch(value, indices)
+
+
+def select_sharing_source(state: StateT, indices: Tensor, rows: int) -> StateT:
+    """``state.select(indices)`` for a state of ``rows`` decoder rows, with its source-side
+    fields kept once per sentence where the new rows come in equal runs from one sentence
+    each (beam expansion, reordering within sentences, dropping finished sentences), and
+    copied per row otherwise."""
+    fields = dataclasses.fields(state)
+    source = [f.name for f in fields if f.metadata.get(SOURCE_SIDE)]
+    if not source and not any(_holds_states(getattr(state, f.name)) for f in fields):
+        return state.select(indices)  # nothing of the source here: the state's own select
+    changes: dict[str, Any] = {}
+    followed = None
+    if source:
+        sentences = _first_tensor(getattr(state, source[0])).size(0)
+        followed, _ = follow_sentences(indices, rows // max(sentences, 1), sentences)
+    for field in fields:
+        value = getattr(state, field.name)
+        if field.name in source:
+            if followed is not None:
                 changes[field.name] = select_batch(value, followed)
-        changes["group"] = group
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
-
-
-def group_queries(queries: Tensor, group: int) -> Tensor:
-    """[N, T, ...] -> [G, group * T, ...]: each sentence's rows side by side."""
-    return queries.reshape(queries.size(0) // group, group * queries.size(1), *queries.shape[2:])
-
-
-def ungroup_weights(weights: Tensor, group: int) -> Tensor:
-    """Attention weights [G, *heads, group * T, S] -> [N, *heads, T, S]."""
-    G, *heads, grouped, S = weights.shape
-    per_row = weights.reshape(G, *heads, group, grouped // group, S).movedim(-3, 1)
-    return per_row.reshape(G * group, *heads, grouped // group, S)
+        else:
+            changes[field.name] = _select(value, indices, rows)
+    return dataclasses.replace(state, **changes)

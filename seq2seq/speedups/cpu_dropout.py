@@ -8,10 +8,10 @@ an element is kept when its number is at or above ``round(p * 2^16)`` in the uns
 elements are scaled by the inverse of the exact keep probability, so the expectation is
 unchanged. Elsewhere than on a CPU, PyTorch's own dropout runs.
 
-Evidence: BENCHMARKS.md, "Dropout": on [2000, 1024] bf16, 5.5 ms against 16.3 ms for
-``F.dropout``; with the loss backward change, 5198 against 4479 target tokens/s of a
-Transformer training step (``make bench-speed``). The plain path: ``F.dropout``
-(``SEQ2SEQ_PLAIN=cpu_dropout``, see ``switch``), same rate, scale and expectation.
+The models use ``torch.nn.Dropout``; the training task applies the trick from outside,
+``cpu_dropouts(model)`` putting ``CPUDropout`` in their place. The plain path:
+``F.dropout`` (``SEQ2SEQ_PLAIN=cpu_dropout``, see ``switch``), same rate, scale and
+expectation. Its gain: docs/benchmarks/speed.md, "Dropout".
 """
 
 from __future__ import annotations
@@ -55,17 +55,19 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return torch.where(keep_mask(x.shape, x.device, threshold), x * (1.0 / keep_probability), 0.0)
 
 
-class Dropout(nn.Module):
-    """``torch.nn.Dropout`` with the cheap CPU mask above (or ``F.dropout``, switched off)."""
-
-    def __init__(self, p: float = 0.5) -> None:
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-        self.p = p
+class CPUDropout(nn.Dropout):
+    """``torch.nn.Dropout`` with the cheap CPU mask above (or ``F.dropout``: off the CPU, or
+    switched off)."""
 
     def forward(self, x: Tensor) -> Tensor:
         return dropout(x, self.p, self.training)
 
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
+
+def cpu_dropouts(model: nn.Module) -> nn.Module:
+    """``model`` with each of its ``torch.nn.Dropout`` modules replaced by a ``CPUDropout``
+    of the same rate, in place (dropout has no weights: the state dict is unchanged)."""
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if type(child) is nn.Dropout:
+                setattr(module, name, CPUDropout(child.p))
+    return model

@@ -8,8 +8,8 @@ turns those off, e.g. ``SEQ2SEQ_PLAIN=cpu_dropout,malloc``. The names are the mo
 out when something looks wrong. The variable is read whenever a trick is about to run, so
 a test can set it.
 
-Every trick is for the CPU alone (``CPU_ONLY``): for work on any other device (a GPU)
-they never run, whatever the variable says, and the plain PyTorch path runs instead.
+Every trick is for the CPU alone: for work on any other device (a GPU) they never run,
+whatever the variable says, and the plain PyTorch path runs instead.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import os
 from seq2seq.common.errors import Seq2SeqError
 
 VARIABLE = "SEQ2SEQ_PLAIN"
-TRICKS = ("malloc", "cpu_dropout", "beam_shared_source", "onednn_linear")
-CPU_ONLY = frozenset({"malloc", "cpu_dropout", "onednn_linear", "beam_shared_source"})
+TRICKS = ("malloc", "cpu_dropout", "beam_shared_source", "onednn_linear")  # all for the CPU
 _ALL = {"1", "all"}
 
 
@@ -43,6 +42,6 @@ def switched_off(value: str) -> frozenset[str]:
 def trick_enabled(trick: str, device_type: str = "cpu") -> bool:
     """Whether ``trick`` (one of ``TRICKS``) runs, rather than its plain PyTorch path, for
     work on a device of ``device_type`` (``torch.device.type``: "cpu", "cuda", ...)."""
-    if trick in CPU_ONLY and device_type != "cpu":
+    if device_type != "cpu":
         return False
     return trick not in switched_off(os.environ.get(VARIABLE, ""))

@@ -24,6 +24,7 @@ from seq2seq.inference.batching import Batch
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, Payload
 from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import EncoderDecoder, VocabSpec
+from seq2seq.speedups.cpu_dropout import cpu_dropouts
 from seq2seq.text.metrics import literature_bleu, score_corpus
 from seq2seq.text.tokenizer import Vocabulary
 from seq2seq.training.epoch_metrics import Perplexity, SplitTranslations
@@ -129,7 +130,7 @@ class TranslationTask(pl.LightningModule):
         super().__init__()
         check_arguments(TranslationTask.__init__, locals(), "model.", Seq2SeqError)
         self.vocab = vocab
-        self.model = model(vocab.spec)
+        self.model = cpu_dropouts(model(vocab.spec))  # a cheaper dropout mask on a CPU
         self.label_smoothing = label_smoothing
         self.lr, self.betas, self.weight_decay = lr, betas, weight_decay
         self.warmup_steps, self.schedule = warmup_steps, schedule
