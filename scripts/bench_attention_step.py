@@ -50,7 +50,7 @@ def time_steps(model: RNNSeq2Seq, batch: int, length: int, seconds: float) -> di
 
     The encoder output is random [batch, length, K]; valid lengths lie in [length / 2,
     length], the first sentence's is ``length``; the decoder stands at target position
-    length / 2 (local-m centres its window there).
+    length / 2 (local-m centers its window there).
     """
     generator = torch.Generator().manual_seed(length)
     key_size = model.decoder.attention.key_size

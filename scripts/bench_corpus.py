@@ -137,7 +137,7 @@ def build_corpus(multi30k: Path, out: Path, pairs: int, seed: int, chunk: int = 
 # -- the probe, run inside seq2seq fit (scripts/ on its PYTHONPATH) ---------------------------
 class FirstStepProbe(Callback):
     """On rank 0: writes to the JSON file $BENCH_CORPUS_PROBE the time.time() at the end of
-    the first optimiser step, and the target tokens/s of the steps after $BENCH_CORPUS_WARMUP
+    the first optimizer step, and the target tokens/s of the steps after $BENCH_CORPUS_WARMUP
     (else 10) up to the last."""
 
     def __init__(self) -> None:
@@ -464,7 +464,7 @@ def main() -> None:
     parser.add_argument("--multi30k", type=Path, default=Path("data/multi30k"))
     parser.add_argument("--out", type=Path, default=Path("runs/bench/corpus"))
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 5_000_000])
-    parser.add_argument("--steps", type=int, default=60, help="optimiser steps of each run")
+    parser.add_argument("--steps", type=int, default=60, help="optimizer steps of each run")
     parser.add_argument("--warmup", type=int, default=10, help="steps before tokens/s counts")
     parser.add_argument("--ddp-at", type=int, help="size of the DDP run (default: nearest 1M)")
     parser.add_argument("--seed", type=int, default=1, help="of the corpora's pairs")

@@ -41,7 +41,7 @@ SHAPES = {
     "6+2 d128 V8k": (8000, dict(TINY, encoder_layers=6, decoder_layers=2)),
     "6+1 d128 V10k": (10000, dict(TINY, encoder_layers=6, decoder_layers=1)),
 }
-SEARCH = SearchSettings(beam_size=5, length_penalty=2.0, max_len_ratio=1.0, max_len_offset=2)
+SEARCH = SearchSettings(beam=5, length_penalty=2.0, max_len_ratio=1.0, max_len_offset=2)
 
 
 def never_ending(vocab_size: int, sizes: dict) -> Transformer:

@@ -50,7 +50,7 @@ def translate_once(args: argparse.Namespace) -> None:
 
         keep_freed_memory()  # as the seq2seq command does
         trained = load_trained(args.ckpt)
-        search = replace(trained.search, beam_size=beam, bf16=args.engine.endswith("bf16"))
+        search = replace(trained.search, beam=beam, bf16=args.engine.endswith("bf16"))
         start = time.perf_counter()
         hyps = [t.text for t in translate_lines(trained, lines, search, args.max_tokens)]
     else:
@@ -58,7 +58,7 @@ def translate_once(args: argparse.Namespace) -> None:
 
         folder, workers = CT2_ENGINES[args.engine]
         exported = load_export(args.out / folder, threads=args.threads, workers=workers)
-        search = replace(exported.search, beam_size=beam)
+        search = replace(exported.search, beam=beam)
         start = time.perf_counter()
         translations = translate_stream_ct2(exported, lines, search, args.max_tokens)
         hyps = [t.text for t in translations]

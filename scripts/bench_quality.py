@@ -185,8 +185,8 @@ def write_table(
     lines = [
         f"# Multi30k {pair} (test_2016_flickr): every config under one budget",
         "",
-        f"Budget per config: {budget}. BLEU is sacreBLEU on detokenised text; BLEU (lit.)",
-        "is lowercased, Moses-tokenised BLEU as in the Multi30k literature.",
+        f"Budget per config: {budget}. BLEU is sacreBLEU on detokenized text; BLEU (lit.)",
+        "is lowercased, Moses-tokenized BLEU as in the Multi30k literature.",
         "",
         *markdown_table([title for title, _, _ in COLUMNS], cells),
     ]

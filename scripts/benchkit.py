@@ -459,7 +459,7 @@ def ours_loss(model: nn.Module, batch: Batch, bf16: bool) -> Tensor:
 def train_step(
     model: nn.Module, loss_of: Loss, optimizer: torch.optim.Optimizer, batch: Batch, bf16: bool
 ) -> tuple[float, int]:
-    """One training step (loss, backward, clipping, optimiser); its seconds and minor page
+    """One training step (loss, backward, clipping, optimizer); its seconds and minor page
     faults."""
     model.train()
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

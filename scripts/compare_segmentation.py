@@ -2,16 +2,16 @@
 
 The replica learns a SentencePiece BPE of 10k pieces over lowercased raw text (our
 recipe); the baseline (Wu et al., 2021) learnt 10k joint subword-nmt merges over
-lowercased, Moses-tokenised text. Both are learnt here from the training split of both
+lowercased, Moses-tokenized text. Both are learnt here from the training split of both
 sides, then compared on the target side of a test split: pieces a sentence, and the Moses
 tokens the two cut otherwise (XML escapes such as ``&quot;`` aside). A third, SentencePiece
-learnt over the Moses tokens, shows what the tokenisation alone changes. Needs subword-nmt,
+learnt over the Moses tokens, shows what the tokenization alone changes. Needs subword-nmt,
 which seq2seq does not depend on (``pip install subword-nmt``).
 
     python scripts/compare_segmentation.py --data data/multi30k compare
 
 To train on the baseline's segmentation, ``write`` copies the corpus cut as the baseline cut
-it (lowercased, Moses-tokenised with XML escapes, 10k joint merges, ``@@`` markers), for a
+it (lowercased, Moses-tokenized with XML escapes, 10k joint merges, ``@@`` markers), for a
 vocabulary of ``spm_model_type: word`` to read as it is; ``seq2seq evaluate --remove-bpe``
 (``select_on_val.py train --remove-bpe``) joins the pieces of translations and references
 again and scores the tokens, as fairseq's BLEU scores the baseline's:
@@ -77,9 +77,9 @@ def compare(args: argparse.Namespace) -> None:
     train = {lang: read_lines(args.data / f"train.{lang}.gz") for lang in args.pair}
     settings = VocabSettings(vocab_size=args.size, model_type="bpe", lowercase=True)
     spm = Tokenizer.train([line for lines in train.values() for line in lines], settings)
-    tokenised = [literature_tokenize(line, lang) for lang, lines in train.items() for line in lines]
-    swn = subword_nmt_cut(subword_nmt(tokenised, args.size))
-    spm_moses = Tokenizer.train(tokenised, settings)  # the Moses tokenisation alone
+    tokenized = [literature_tokenize(line, lang) for lang, lines in train.items() for line in lines]
+    swn = subword_nmt_cut(subword_nmt(tokenized, args.size))
+    spm_moses = Tokenizer.train(tokenized, settings)  # the Moses tokenization alone
     target = args.pair[1]
     test = read_lines(args.data / f"{args.test_split}.{target}.gz")
     moses = [literature_tokenize(line, target).split() for line in test]
@@ -102,13 +102,13 @@ def compare(args: argparse.Namespace) -> None:
 
 def write(args: argparse.Namespace) -> None:
     """Every ``SPLIT.LANG.gz`` of ``--data`` for the pair, cut as the baseline cut it."""
-    tokenised = {
+    tokenized = {
         path.name: [literature_tokenize(line, lang) for line in read_lines(path)]
         for lang in args.pair for path in sorted(args.data.glob(f"*.{lang}.gz"))
     }  # fmt: skip
     train = [f"train.{lang}.gz" for lang in args.pair]
-    segment = subword_nmt([line for name in train for line in tokenised[name]], args.size)
-    cut = {name: [segment(line) for line in lines] for name, lines in tokenised.items()}
+    segment = subword_nmt([line for name in train for line in tokenized[name]], args.size)
+    cut = {name: [segment(line) for line in lines] for name, lines in tokenized.items()}
     known = {piece for name in train for line in cut[name] for piece in line.split()}
     args.out.mkdir(parents=True, exist_ok=True)
     for name, lines in cut.items():

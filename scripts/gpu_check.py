@@ -126,7 +126,7 @@ class Plan:
     decode_steps: int
     decode_rounds: int  # timed translations of the test set on the GPU
     fit_pairs: int  # training pairs of step 4
-    fit_steps: tuple[int, int, int]  # optimiser steps before, after resuming; validate every
+    fit_steps: tuple[int, int, int]  # optimizer steps before, after resuming; validate every
     fit_audit: tuple[int, int]  # training batches skipped, then audited for host syncs
     fit_overrides: dict[str, Any]  # step 4's config, beyond the recipe's
 
@@ -360,7 +360,7 @@ def decoding_section(device: torch.device, plan: Plan, work: Path, out: Path) ->
     train_seconds = time.perf_counter() - started
     trained = Trained(model.eval(), vocab, config={})
     lines = [s for s, _ in test]
-    beam, greedy = SearchSettings(beam_size=5), SearchSettings(beam_size=1)
+    beam, greedy = SearchSettings(beam=5), SearchSettings(beam=1)
     result: dict[str, Any] = {
         "model": {k: settings[k] for k in SIZES},
         "vocab": spec.tgt_size,

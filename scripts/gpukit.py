@@ -127,7 +127,7 @@ def forward_flops(settings: dict[str, Any], vocab: int, src: np.ndarray, tgt: np
                            kernels compute it) + 4 T S d (cross-attention) + 4 T d f
       output layer:        2 T d V
     Training (forward and backward) is 3 times this, the usual count (6 x parameters x
-    tokens plus attention). Layer norms, softmax, embeddings and the optimiser are left
+    tokens plus attention). Layer norms, softmax, embeddings and the optimizer are left
     out. tests/test_gpu_check.py checks it against PyTorch's FlopCounterMode.
     """
     d, f = settings["model_size"], settings["ff_size"]
@@ -225,7 +225,7 @@ def train_steps(
     smoothing: float,
     schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
 ) -> None:
-    """One optimiser step per batch, as TranslationTask trains under bf16-mixed: the model
+    """One optimizer step per batch, as TranslationTask trains under bf16-mixed: the model
     and loss under bf16 autocast (on a GPU, see ``compute_dtype``), the backward pass
     outside it, AdamW."""
     bf16 = compute_dtype(device) == torch.bfloat16
@@ -278,7 +278,7 @@ def count_steps(model: Transformer) -> Callable[[], int]:
 class HostSyncAudit(Callback):
     """For ``fit``: counts the host synchronisations of ``batches`` training batches after
     the first ``skip``, from the start of one batch to the start of the next (the step,
-    the optimiser and every callback), by line; writes them to ``out`` as JSON. Passed to
+    the optimizer and every callback), by line; writes them to ``out`` as JSON. Passed to
     the CLI in a config (``trainer.callbacks``), with this folder on PYTHONPATH."""
 
     def __init__(self, out: str, skip: int = 10, batches: int = 10) -> None:

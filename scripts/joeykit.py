@@ -269,7 +269,7 @@ def joey_environment(args: argparse.Namespace) -> tuple[Path, Path]:
     return python, prepare_data(args.corpus, args.cache / "joey-data" / "multi30k-en-de")
 
 
-def summarise(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
+def summarize(rounds: list[dict[str, Any]], key: str) -> dict[str, Any]:
     """Medians of ``key`` over the rounds where both toolkits ran, their ratio and each
     round's."""
     paired = [r for r in rounds if set(TOOLKITS) <= set(r)]
@@ -291,7 +291,7 @@ def compare(
 ) -> None:  # fmt: skip
     """A B A B: in each round, for each name, Joey NMT's run (``measure("joey", name,
     round)``) and then seq2seq's. ``out[name]["rounds"]`` keeps every run, saved as each
-    ends, beside the medians of ``key`` (``summarise``) and ``settings``; a run there already
+    ends, beside the medians of ``key`` (``summarize``) and ``settings``; a run there already
     is not redone."""
     results = load_json(out)
     for count in range(1, rounds + 1):
@@ -302,7 +302,7 @@ def compare(
                 lambda toolkit, index, name=name: measure(toolkit, name, index),
                 lambda: save_json(out, results),
             )  # fmt: skip
-            entry.update(summarise(entry["rounds"], key))
+            entry.update(summarize(entry["rounds"], key))
             save_json(out, results)
             print(f"[{name} round {count - 1}] ratios {entry.get('ratio_per_round')}", flush=True)
     for entry in results.values():

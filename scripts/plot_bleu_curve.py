@@ -3,7 +3,7 @@
 The time axis is Lightning's ThroughputMonitor ``train/time``: seconds spent in the
 training loop, validation excluded. Each validation is placed at the last ``train/time``
 logged before it (at most ``log_every_n_steps`` steps early). ``--metric
-val_bleu_literature`` plots the lowercased, tokenised BLEU instead (runs from before it
+val_bleu_literature`` plots the lowercased, tokenized BLEU instead (runs from before it
 was logged have none), the one to compare a model trained on lowercased text with.
 
     python scripts/plot_bleu_curve.py --out docs/bleu-curve.png \\
@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 METRICS = {
     "val_bleu": "val BLEU (sacrebleu, greedy)",
-    "val_bleu_literature": "val BLEU (lowercased, tokenised; greedy)",
+    "val_bleu_literature": "val BLEU (lowercased, tokenized; greedy)",
 }
 
 

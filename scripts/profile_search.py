@@ -96,7 +96,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as the seq2seq command does
     trained = load_trained(args.ckpt)
-    search = replace(trained.search, beam_size=args.beam, n_best=1)
+    search = replace(trained.search, beam=args.beam, n_best=1)
     lines = read_lines(args.src)[: args.lines]
 
     def translate() -> None:

@@ -558,7 +558,7 @@ def release(args: argparse.Namespace) -> None:
     folder = args.into / args.release_name
     folder.mkdir(parents=True, exist_ok=True)
     trained = read_checkpoint(checkpoint)
-    search = {**trained[CHECKPOINT_KEY]["search"], "beam_size": args.beam,
+    search = {**trained[CHECKPOINT_KEY]["search"], "beam": args.beam,
               "length_penalty": setting.length_penalty}  # fmt: skip
     save_checkpoint(half_precision(trained, search), folder / MODEL_FILE)
     files = [MODEL_FILE]

@@ -28,7 +28,7 @@ _EXPORTS = {  # name -> the module that defines it
     # open a trained model, translate, score, look at its attention
     "load": "seq2seq.translation_model",
     "TranslationModel": "seq2seq.translation_model",
-    "Attention": "seq2seq.inspection.sentence",
+    "AttentionMaps": "seq2seq.inspection.sentence",
     "Evaluation": "seq2seq.translation_model",
     "SearchSettings": "seq2seq.inference.search",
     "Recaser": "seq2seq.text.casing",
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from seq2seq.common.errors import Seq2SeqError as Seq2SeqError
     from seq2seq.inference.search import SearchSettings as SearchSettings
     from seq2seq.inspection.heatmap import heatmap as heatmap
-    from seq2seq.inspection.sentence import Attention as Attention
+    from seq2seq.inspection.sentence import AttentionMaps as AttentionMaps
     from seq2seq.masking import masked_softmax as masked_softmax
     from seq2seq.masking import sequence_mask as sequence_mask
     from seq2seq.text.casing import Recaser as Recaser

@@ -13,7 +13,7 @@ seq2seq (``CheckpointModel``: one, or several as an ensemble) or a CTranslate2 e
 one-line ``Seq2SeqError`` in Python as on the command line.
 
 CTranslate2 is imported only when an export is opened, sacrebleu only by ``score``, and
-matplotlib only by ``Attention.plot``.
+matplotlib only by ``AttentionMaps.plot``.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from seq2seq.common.errors import DataError, Seq2SeqError
 from seq2seq.common.precision import warn_once_if_bf16_emulated
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
-from seq2seq.inference.ensemble import load_ensemble, normalised_weights
+from seq2seq.inference.ensemble import load_ensemble, normalized_weights
 from seq2seq.inference.released import looks_like_a_name, resolve
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import Translation, translate_lines, translate_stream
 from seq2seq.inspection.collect import head_axes, reference_attention, translation_attention
 from seq2seq.inspection.maps import check_layer_choice
-from seq2seq.inspection.sentence import Attention, attention_of
+from seq2seq.inspection.sentence import AttentionMaps, attention_of
 from seq2seq.inspection.word_alignments import Method
 from seq2seq.text.casing import Recaser
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from seq2seq.inference.ct2_translate import Exported
 
 SEARCH_OPTIONS = {  # the keyword of translate/score -> the SearchSettings field it sets
-    "beam": "beam_size",
+    "beam": "beam",
     "n_best": "n_best",
     "length_penalty": "length_penalty",
     "max_len_ratio": "max_len_ratio",
@@ -176,7 +176,7 @@ class TranslationModel:
         **search: Any,
     ) -> Evaluation:
         """Translate ``sources`` and score them against ``references``: sacreBLEU, chrF, and
-        the Multi30k literature's lowercased, tokenised BLEU (for ``lang``, default the
+        the Multi30k literature's lowercased, tokenized BLEU (for ``lang``, default the
         model's target language), as ``seq2seq evaluate`` does; ``remove_bpe`` as its
         ``--remove-bpe`` (subword-nmt pieces joined before scoring; the translations
         returned keep them)."""
@@ -201,7 +201,7 @@ class TranslationModel:
         layer: int | None = None,
         method: Method = "argmax",
         **search: Any,
-    ) -> Attention:
+    ) -> AttentionMaps:
         """The attention of the model's translation of ``source`` (or, with ``reference``,
         of forced decoding of it): the maps, pieces, words, word alignment, and ``plot()``.
         ``layer`` (Transformer): the layer whose mean over heads is aligned (None: the mean
@@ -213,10 +213,10 @@ class TranslationModel:
 
 def check_search(search: SearchSettings) -> None:
     """Settings no model searches with: one line, before any work."""
-    if search.beam_size < 1:
-        raise Seq2SeqError(f"beam must be at least 1, got {search.beam_size}")
-    if not 1 <= search.n_best <= search.beam_size:
-        raise Seq2SeqError(f"n_best must be in [1, beam {search.beam_size}], got {search.n_best}")
+    if search.beam < 1:
+        raise Seq2SeqError(f"beam must be at least 1, got {search.beam}")
+    if not 1 <= search.n_best <= search.beam:
+        raise Seq2SeqError(f"n_best must be in [1, beam {search.beam}], got {search.n_best}")
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,7 @@ class CheckpointModel(TranslationModel):
         layer: int | None = None,
         method: Method = "argmax",
         **search: Any,
-    ) -> Attention:
+    ) -> AttentionMaps:
         check_layer_choice(layer, self.heads)
         if reference is not None:
             stream = reference_attention(self.trained, [source], [reference], self.max_tokens)
@@ -298,7 +298,7 @@ class ExportModel(TranslationModel):
         return translate_stream_ct2(self.exported, lines, search, **self._batching(progress))
 
     def searching(self, **options: Any) -> SearchSettings:
-        from seq2seq.inference.ct2_translate import check_search as check_export_search
+        from seq2seq.inference.ct2_translate import check_export_search
 
         search = super().searching(**options)
         check_export_search(search)
@@ -373,7 +373,7 @@ def load(
         for path in paths:
             check_checkpoint_path(path)
         try:
-            normalised_weights(weights, len(paths))  # one weight each, not all 0
+            normalized_weights(weights, len(paths))  # one weight each, not all 0
         except ValueError as error:
             raise Seq2SeqError(f"weights: {error}") from None
         if attention_from is not None and not 0 <= attention_from < len(paths):

@@ -39,7 +39,7 @@ class Variant:
     name: str
     build: Callable[[int, int], Attention]
     same_size: bool = False  # parameter-free score: keys must have the query's size
-    local_p: bool = False  # weights are softmax x Gaussian, not renormalised
+    local_p: bool = False  # weights are softmax x Gaussian, not renormalized
 
 
 def local(score: str, predictive: bool, window: int = WINDOW) -> Callable[[int, int], Attention]:
@@ -231,7 +231,7 @@ def test_local_p_is_softmax_in_the_window_times_a_gaussian(score: str) -> None:
     module = LocalAttention(D, D, score, window=WINDOW, predictive=True)
     q, k, v = inputs()
     _, weights = module(q, k, v, LENS)
-    p = module.centres(q, LENS)  # [B, Tq]
+    p = module.centers(q, LENS)  # [B, Tq]
     positions, inside = module.window_positions(p, LENS)
     in_window = window_mask(positions, inside)
     scores = module.score(q, module.score.prepare(k)).masked_fill(~in_window, -math.inf)
@@ -248,7 +248,7 @@ def test_local_p_centre_and_window_stay_in_the_sentence(lens: Tensor, scale: flo
     q, k, v = inputs()
     q = q * scale  # large queries push sigmoid to 0 or 1: p_t at the sentence's very ends
     per_query = (lens.unsqueeze(1) if lens.dim() == 1 else lens).expand(B, TQ)
-    p = module.centres(q, lens)
+    p = module.centers(q, lens)
     assert p.shape == (B, TQ)
     assert (p >= 0).all() and (p <= per_query).all()
     positions, inside = module.window_positions(p, lens)
@@ -265,7 +265,7 @@ def test_local_p_centre_and_window_stay_in_the_sentence(lens: Tensor, scale: flo
 def test_local_m_centres_on_the_target_position() -> None:
     module = LocalAttention(D, D, "general", window=WINDOW, predictive=False)
     q, k, v = inputs()
-    assert torch.equal(module.centres(q, LENS, QUERY_POS), QUERY_POS.float())
+    assert torch.equal(module.centers(q, LENS, QUERY_POS), QUERY_POS.float())
     _, weights = module(q, k, v, LENS, QUERY_POS)
     assert (weights[0, 0, WINDOW + 1 :] == 0).all()  # t = 0: keys 0..D only
     assert (weights[0, 0, : WINDOW + 1] > 0).all()

@@ -31,13 +31,13 @@ def test_summary_pairs_rounds_and_ignores_an_unfinished_one(speed: ModuleType):
         {"joey": run(500.0), "seq2seq": run(3000.0)},
         {"joey": run(10.0)},  # interrupted before seq2seq's run
     ]
-    summarise = load_script("joeykit").summarise
-    summary = summarise(rounds, "target_tokens_per_sec")
+    summarize = load_script("joeykit").summarize
+    summary = summarize(rounds, "target_tokens_per_sec")
     assert summary["paired_rounds"] == 2
     assert summary["joey_median"] == 550.0 and summary["seq2seq_median"] == 3000.0
     assert summary["ratio"] == pytest.approx(3000.0 / 550.0)
     assert summary["ratio_per_round"] == [5.0, 6.0]
-    assert summarise([{"joey": run(1.0)}], "target_tokens_per_sec") == {}
+    assert summarize([{"joey": run(1.0)}], "target_tokens_per_sec") == {}
 
 
 def test_runs_alternate_and_a_finished_run_is_not_redone(

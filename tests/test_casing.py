@@ -43,12 +43,12 @@ def test_a_word_takes_its_most_frequent_form_away_from_the_line_start() -> None:
     assert recaser.recase("wir essen ein buch am strand.") == "Wir essen ein Buch am Strand."
 
 
-def test_a_word_seen_in_several_forms_takes_the_one_its_neighbours_suggest() -> None:
+def test_a_word_seen_in_several_forms_takes_the_one_its_neighbors_suggest() -> None:
     recaser = Recaser.learn(GERMAN)
     assert set(recaser.ambiguous) == {"essen"}
     assert recaser.recase("sie essen suppe.") == "Sie essen Suppe."
     assert recaser.recase("das essen ist warm.") == "Das Essen ist warm."
-    assert recaser.recase("zwei essen.") == "Zwei essen."  # no telling neighbour: the count
+    assert recaser.recase("zwei essen.") == "Zwei essen."  # no telling neighbor: the count
 
 
 def test_the_first_letter_is_capitalised_past_leading_punctuation() -> None:
@@ -125,7 +125,7 @@ def test_the_command_learns_a_table_and_recases_stdin_and_files(
     learned = run_here("recase", "--learn", str(cased), "--table", str(table))
     assert learned.returncode == 0
     assert learned.stdout == (
-        f"{table}: the forms of 36 words, 1 of them chosen by their neighbours; unseen words "
+        f"{table}: the forms of 36 words, 1 of them chosen by their neighbors; unseen words "
         "by 2 endings\n"
     )
     assert Recaser.load(table) == Recaser.learn(GERMAN)

@@ -98,10 +98,8 @@ def test_a_bare_pickle_is_not_unpickled(tmp_path: Path) -> None:
 
 
 # The task's search options as a run's config sets them, and the search they make.
-CONFIGURED = {"test_beam_size": 3, "length_penalty": 0.6, "max_len_ratio": 2.0, "max_len_offset": 4}
-CONFIGURED_SEARCH = SearchSettings(
-    beam_size=3, length_penalty=0.6, max_len_ratio=2.0, max_len_offset=4
-)
+CONFIGURED = {"test_beam": 3, "length_penalty": 0.6, "max_len_ratio": 2.0, "max_len_offset": 4}
+CONFIGURED_SEARCH = SearchSettings(beam=3, length_penalty=0.6, max_len_ratio=2.0, max_len_offset=4)
 
 
 def saved_by_the_task(path: Path, options: dict) -> dict:
@@ -122,9 +120,9 @@ def test_a_checkpoint_gives_the_search_its_run_was_configured_to_test_with(tmp_p
     checkpoint = saved_by_the_task(tmp_path / "x.ckpt", CONFIGURED)
     assert checkpoint[CHECKPOINT_KEY]["search"] == dataclasses.asdict(CONFIGURED_SEARCH)
     assert load_trained(tmp_path / "x.ckpt").search == CONFIGURED_SEARCH
-    checkpoint[CHECKPOINT_KEY]["search"]["beam_size"] = 7  # the stored search, not the config's
+    checkpoint[CHECKPOINT_KEY]["search"]["beam"] = 7  # the stored search, not the config's
     torch.save(checkpoint, tmp_path / "x.ckpt")
-    assert load_trained(tmp_path / "x.ckpt").search.beam_size == 7
+    assert load_trained(tmp_path / "x.ckpt").search.beam == 7
 
 
 @pytest.mark.parametrize(

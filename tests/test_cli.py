@@ -106,7 +106,7 @@ def test_search_defaults_to_the_length_penalty_the_model_was_configured_with(
     trained_run, tmp_path, capsys
 ):
     checkpoint = torch.load(trained_run["ckpt"], map_location="cpu", weights_only=True)
-    assert checkpoint["seq2seq"]["search"]["beam_size"] == 2  # the tiny config's test beam
+    assert checkpoint["seq2seq"]["search"]["beam"] == 2  # the tiny config's test beam
     checkpoint["seq2seq"]["search"]["length_penalty"] = 1.7
     ckpt = tmp_path / "lp.ckpt"
     torch.save(checkpoint, ckpt)
@@ -148,7 +148,7 @@ def test_reloaded_checkpoint_translates_like_the_trained_model(trained_run, tmp_
     )
     cli.trainer.fit(cli.model, cli.datamodule)
     sources = trained_run["corpus"].joinpath("val.en").read_text().splitlines()
-    search = SearchSettings(beam_size=3)
+    search = SearchSettings(beam=3)
     in_memory = Trained(cli.model.model.eval(), cli.model.vocab, {})
     expected = [t.text for t in translate_lines(in_memory, sources, search)]
     reloaded = load_trained(tmp_path / "run/checkpoints/last.ckpt")
@@ -165,7 +165,7 @@ def test_average_is_the_mean_of_the_weights_and_translates(trained_run, tmp_path
         if value.is_floating_point():
             assert torch.allclose(value, (loaded[0][key] + loaded[1][key]) / 2, atol=1e-6)
     sources = (trained_run["corpus"] / "test.en").read_text().splitlines()[:3]
-    translations = translate_lines(load_trained(out), sources, SearchSettings(beam_size=2))
+    translations = translate_lines(load_trained(out), sources, SearchSettings(beam=2))
     assert len(translations) == 3
 
 
@@ -252,8 +252,8 @@ def test_missing_checkpoint_is_an_error_even_with_empty_input(tmp_path, run_here
 def test_bf16_search_agrees_with_fp32(trained_run):
     trained = load_trained(trained_run["ckpt"])
     sources = (trained_run["corpus"] / "test.en").read_text().splitlines()
-    fp32 = translate_lines(trained, sources, SearchSettings(beam_size=3))
-    bf16 = translate_lines(trained, sources, SearchSettings(beam_size=3, bf16=True))
+    fp32 = translate_lines(trained, sources, SearchSettings(beam=3))
+    bf16 = translate_lines(trained, sources, SearchSettings(beam=3, bf16=True))
     # Whether bf16 picks the same words depends on what the model learnt; how close its
     # log-probabilities are is checked in test_search. Here: the setting reaches the search.
     assert len(bf16) == len(fp32) == len(sources)

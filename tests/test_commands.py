@@ -14,7 +14,7 @@ import pytest
 from cli_errors import cli_error
 
 from seq2seq.commands.main import build_parser, main
-from seq2seq.inference.decoding import DecodeOptions, search_options
+from seq2seq.inference.decoding import DecodeSettings, search_options
 from seq2seq.inference.released import MODELS_ENV
 from seq2seq.inference.search import SearchSettings
 from seq2seq.translation_model import TranslationModel
@@ -178,14 +178,14 @@ def test_help_shows_defaults_and_ranges(
         assert part in text, part
 
 
-CONFIGURED = SearchSettings(beam_size=4, length_penalty=0.6, max_len_ratio=2.0, max_len_offset=3)
+CONFIGURED = SearchSettings(beam=4, length_penalty=0.6, max_len_ratio=2.0, max_len_offset=3)
 
 
 @pytest.mark.parametrize(
     ("args", "search"),
     [
-        (TRANSLATE, SearchSettings(beam_size=5, length_penalty=0.6)),  # the command's defaults
-        (ATTENTION, SearchSettings(beam_size=1, length_penalty=0.6)),
+        (TRANSLATE, SearchSettings(beam=5, length_penalty=0.6)),  # the command's defaults
+        (ATTENTION, SearchSettings(beam=1, length_penalty=0.6)),
         ([*TRANSLATE, "--beam", "3", "--n-best", "2", "--length-penalty", "0", "--max-len-ratio",
           "1", "--max-len-offset", "7", "--bf16"], SearchSettings(3, 2, 0.0, 1.0, 7, bf16=True)),
     ],
@@ -195,6 +195,6 @@ def test_the_search_is_the_models_with_what_the_command_line_sets(args, search):
     that only the length penalty comes from the checkpoint unless given."""
     parsed = build_parser().parse_args(args)
     options = parsed[parsed.command].as_dict()
-    decode = DecodeOptions(**{field.name: options[field.name] for field in fields(DecodeOptions)})
+    decode = DecodeSettings(**{field.name: options[field.name] for field in fields(DecodeSettings)})
     opened = TranslationModel(CONFIGURED)  # what seq2seq.load does with the keywords
     assert opened.searching(**search_options(decode, options.get("n_best", 1))) == search

@@ -17,9 +17,9 @@ from seq2seq.common.errors import DataError
 from seq2seq.inference.batching import Batch
 from seq2seq.text.tokenizer import Tokenizer, VocabSettings
 from seq2seq.training.data import datamodule as data_module
-from seq2seq.training.data import encode_pool, sources, tokenised
+from seq2seq.training.data import encode_pool, sources, tokenized
 from seq2seq.training.data.datamodule import TranslationDataModule
-from seq2seq.training.data.tokenised import TokenisedRows
+from seq2seq.training.data.tokenized import TokenizedRows
 
 WORDS = ["the", "dog", "cat", "runs", "sleeps", "red", "small", "on", "a", "house", "street"]
 WÖRTER = ["der", "Hund", "Katze", "läuft", "schläft", "rot", "klein", "auf", "ein", "Haus"]
@@ -55,7 +55,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def column(rows: TokenisedRows, name: str) -> list:
+def column(rows: TokenizedRows, name: str) -> list:
     """One field of every row, ids as lists."""
     values = [row[name] for row in rows.__getitems__(list(range(len(rows))))]
     return [v.tolist() if hasattr(v, "tolist") else v for v in values]
@@ -83,7 +83,7 @@ def test_training_pairs_are_filtered_and_reported(
         data.setup("fit")
     assert "train: kept 295 of 300 pairs (2 empty, 3 over max_len=20)" in caplog.messages
     assert "val: 40 pairs" in caplog.messages
-    rows, _ = data.tokenised("train")
+    rows, _ = data.tokenized("train")
     assert len(rows) == 295
     assert not {5, 9, 20, 21, 22} & set(column(rows, "id"))
 
@@ -98,7 +98,7 @@ def test_loaders_cover_their_splits(folder: Path, tmp_path: Path) -> None:
         assert batch.src.numel() <= 200 and batch.tgt_in.numel() <= 200
         assert batch.tgt_lens.max() == batch.tgt_in.size(1) == batch.tgt_out.size(1)
         train_ids += batch.ids.tolist()
-    assert sorted(train_ids) == sorted(column(data.tokenised("train")[0], "id"))
+    assert sorted(train_ids) == sorted(column(data.tokenized("train")[0], "id"))
     for split, loader in [("val", data.val_dataloader()), ("test", data.test_dataloader())]:
         batches = list(loader)
         ids = [i for batch in batches for i in batch.ids.tolist()]
@@ -119,7 +119,7 @@ def test_batches_are_pinned_only_for_a_cuda_device(folder: Path, tmp_path: Path)
         assert data.val_dataloader().pin_memory is pinned
 
 
-def test_batches_hold_the_tokenised_text(folder: Path, tmp_path: Path) -> None:
+def test_batches_hold_the_tokenized_text(folder: Path, tmp_path: Path) -> None:
     data = module(folder, tmp_path)
     batch = next(iter(data.val_dataloader()))
     vocab, eos = data.vocab, data.vocab.spec.eos_id
@@ -146,10 +146,10 @@ def test_second_run_reads_both_caches(
     first = module(folder, tmp_path)
     first.setup("fit")
     assert sum(encoded) == 300 + 40  # train and val
-    expected = {split: column(first.tokenised(split)[0], "src_ids") for split in ("train", "val")}
+    expected = {split: column(first.tokenized(split)[0], "src_ids") for split in ("train", "val")}
 
     def fail(*args: object, **kwargs: object) -> None:
-        raise AssertionError("tokenised or trained again")
+        raise AssertionError("tokenized or trained again")
 
     monkeypatch.setattr(Tokenizer, "train", fail)
     monkeypatch.setattr(encode_pool, "encode_pairs", fail)
@@ -157,19 +157,19 @@ def test_second_run_reads_both_caches(
     second.setup("fit")
     assert second.vocab.fingerprint == first.vocab.fingerprint
     for split, src_ids in expected.items():
-        assert column(second.tokenised(split)[0], "src_ids") == src_ids
+        assert column(second.tokenized(split)[0], "src_ids") == src_ids
 
 
-def test_tokenising_on_worker_processes_gives_the_same_rows(
+def test_tokenizing_on_worker_processes_gives_the_same_rows(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     one = module(folder, tmp_path / "one", num_proc=1)
-    rows, lengths = one.tokenised("train")
+    rows, lengths = one.tokenized("train")
     monkeypatch.setattr(data_module, "PARALLEL_MIN_PAIRS", 1)
-    monkeypatch.setattr(tokenised, "BATCH_PAIRS", 7)  # many batches in flight, in order
+    monkeypatch.setattr(tokenized, "BATCH_PAIRS", 7)  # many batches in flight, in order
     monkeypatch.setattr(sources, "RECORD_BATCH_ROWS", 13)  # text read over many record batches
     two = module(folder, tmp_path / "two", num_proc=2)
-    two_rows, two_lengths = two.tokenised("train")
+    two_rows, two_lengths = two.tokenized("train")
     for name in ("id", "src_ids", "tgt_ids"):
         assert column(two_rows, name) == column(rows, name)
     assert two_lengths.tolist() == lengths.tolist()
@@ -192,7 +192,7 @@ def test_changing_one_line_invalidates_the_caches(folder: Path, tmp_path: Path) 
     assert second.text("train").key != first.text("train").key
     assert second.text("val").key == first.text("val").key
     assert second.text("train").rows[0]["tgt"] == "Haus Haus Haus"
-    rows, _ = second.tokenised("train")
+    rows, _ = second.tokenized("train")
     assert rows[0]["tgt_ids"].tolist() == second.vocab.tgt.encode("Haus Haus Haus")
     assert len(list((tmp_path / "cache" / "spm").iterdir())) == 2  # trained again
 
@@ -253,12 +253,12 @@ def test_loader_workers_read_the_same_rows(folder: Path, tmp_path: Path) -> None
     with_workers = module(folder, tmp_path, num_workers=2)
     batches = [(b.ids.tolist(), b.src.tolist()) for b in in_process.train_dataloader()]
     assert [(b.ids.tolist(), b.src.tolist()) for b in with_workers.train_dataloader()] == batches
-    rows, _ = in_process.tokenised("train")
+    rows, _ = in_process.tokenized("train")
     with pytest.raises(IndexError):
         rows.select(np.array([10_000]))[0]
 
 
-def test_an_interrupted_tokenising_leaves_no_files(
+def test_an_interrupted_tokenizing_leaves_no_files(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def interrupted(*args: Any) -> Any:
@@ -268,10 +268,10 @@ def test_an_interrupted_tokenising_leaves_no_files(
     _ = data.vocab
     monkeypatch.setattr(encode_pool, "encode_pairs", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        data.tokenised("train")
+        data.tokenized("train")
     assert not list((tmp_path / "tokens").iterdir())
     monkeypatch.undo()
-    rows, _ = data.tokenised("train")  # and the next run starts afresh
+    rows, _ = data.tokenized("train")  # and the next run starts afresh
     assert len(rows) == 295
 
 
@@ -299,7 +299,7 @@ def test_the_same_language_on_both_sides_is_refused_unless_asked_for(
         TranslationDataModule(str(folder), "en", "en", cache_dir=str(tmp_path))
     data = module(folder, tmp_path, tgt_lang="en", allow_same_language=True)
     data.setup("fit")
-    rows, _ = data.tokenised("train")
+    rows, _ = data.tokenized("train")
     assert column(rows, "src_ids") == column(rows, "tgt_ids")
 
 

@@ -36,7 +36,7 @@ class RecordTrainingRows(pl.Callback):
         self.batches.setdefault(trainer.current_epoch, []).append(batch.ids.tolist())
 
     def on_train_end(self, trainer: pl.Trainer, module: Any) -> None:
-        rows, _ = trainer.datamodule.tokenised("train")
+        rows, _ = trainer.datamodule.tokenized("train")
         record = {
             "files": sorted(str(path) for path in rows.files.values()),
             "rows": len(rows),
@@ -60,7 +60,7 @@ def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translat
     fit = run_seq2seq("fit", "--config", str(path), timeout=300)
     assert fit.returncode == 0, fit.stderr[-3000:]
 
-    # Both processes read the one tokenised copy in the cache, and take different batches:
+    # Both processes read the one tokenized copy in the cache, and take different batches:
     # only the batch repeated to even out the last share may be in both.
     ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in (0, 1)]
     assert ranks[0]["files"] == ranks[1]["files"]
@@ -70,7 +70,7 @@ def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translat
         assert len(zero & one) <= 1
         assert {i for b in zero | one for i in b} == set(range(ranks[0]["rows"]))
 
-    # Each process takes every other batch: an epoch has half the optimiser steps of the
+    # Each process takes every other batch: an epoch has half the optimizer steps of the
     # single-process run on the same data and budget (rounded up: the last share is padded).
     single = torch.load(trained_run["ckpt"], map_location="cpu", weights_only=True)
     ddp = torch.load(tmp_path / "run/checkpoints/last.ckpt", map_location="cpu", weights_only=True)

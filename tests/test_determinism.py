@@ -53,7 +53,7 @@ def test_same_seed_same_losses_weights_and_translations(trained_run: dict, tmp_p
     assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
 
     sources = (trained_run["corpus"] / "test.en").read_text().splitlines()
-    search = SearchSettings(beam_size=3, n_best=2)
+    search = SearchSettings(beam=3, n_best=2)
     outputs = []
     for run in (first, second):
         translations = translate_lines(load_trained(run / "checkpoints/last.ckpt"), sources, search)

@@ -75,7 +75,7 @@ def test_val_and_test_stay_the_human_references(corpus: Path, distilled: Path) -
     manifest = json.loads((distilled / "distill.json").read_text())
     assert manifest["distilled"] == 400 and manifest["keep_originals"] is False
     assert manifest["copied"] == ["test.de", "test.en", "val.de", "val.en"]
-    assert manifest["search"]["beam_size"] == 2
+    assert manifest["search"]["beam"] == 2
     files = {path.name for path in distilled.iterdir()}
     assert files == {"train.en", "train.de", "distill.json", *manifest["copied"]}
     assert [path.name for path in distilled.parent.iterdir() if path.name.startswith(".")] == []

@@ -46,7 +46,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 def search(model, beam: int) -> list:
     src, src_lens = batch()
-    return translate_batch(model, src, src_lens, SearchSettings(beam_size=beam, n_best=beam))
+    return translate_batch(model, src, src_lens, SearchSettings(beam=beam, n_best=beam))
 
 
 @on_device
@@ -132,7 +132,7 @@ def test_families_mix_in_beam_search_with_attention():
     ensemble = Ensemble([rnn(), transformer()])
     src, src_lens = batch()
     results = translate_batch(
-        ensemble, src, src_lens, SearchSettings(beam_size=3), return_attention=True
+        ensemble, src, src_lens, SearchSettings(beam=3), return_attention=True
     )
     for (hyp,), length in zip(results, src_lens.tolist(), strict=True):
         assert hyp.attention.shape == (len(hyp.tokens) + 1, length)
@@ -144,7 +144,7 @@ def test_attention_from_one_member_keeps_its_heads_and_layers():
     ensemble = Ensemble([rnn(), transformer()], attention_from=1)
     src, src_lens = batch()
     (hyp,) = translate_batch(
-        ensemble, src[:1], src_lens[:1], SearchSettings(beam_size=1), return_attention=True
+        ensemble, src[:1], src_lens[:1], SearchSettings(beam=1), return_attention=True
     )[0]
     assert hyp.attention.shape == (len(hyp.tokens) + 1, 2, 2, int(src_lens[0]))  # [T, L, H, S]
 
@@ -190,7 +190,7 @@ def test_checkpoints_with_other_vocabularies_are_refused_naming_both(trained_run
 
 def test_an_ensemble_searches_as_its_first_member_was_configured_to(monkeypatch):
     vocab = Vocabulary.train(["x y z"] * 10, ["u v w"] * 10, VocabSettings(300))
-    first = Trained(rnn(), vocab, {}, SearchSettings(beam_size=3, length_penalty=0.6))
+    first = Trained(rnn(), vocab, {}, SearchSettings(beam=3, length_penalty=0.6))
     loads = {"a.ckpt": first, "b.ckpt": Trained(transformer(), vocab, {}, SearchSettings(4))}
     monkeypatch.setattr("seq2seq.inference.ensemble.load_trained", loads.__getitem__)
     assert load_ensemble(["a.ckpt", "b.ckpt"]).search == first.search

@@ -113,7 +113,7 @@ class FairseqAdam:
     """fairseq/optim/adam.py's ``Adam.step`` (amsgrad off), one state per parameter.
 
     ``eps_after_bias_correction`` is not fairseq's: it moves eps where PyTorch's Adam puts
-    it, to show that this placement is the only difference between the two optimisers.
+    it, to show that this placement is the only difference between the two optimizers.
     """
 
     def __init__(self, params: list[nn.Parameter], options: FairseqOptions, eps_after: bool):
@@ -147,7 +147,7 @@ class FairseqAdam:
 
 @dataclass
 class Step:
-    """What one update did: its loss per token, the gradients before clipping (normalised
+    """What one update did: its loss per token, the gradients before clipping (normalized
     by the sample size), the learning rate it used, and the parameters after it."""
 
     loss: float
@@ -173,7 +173,7 @@ class FairseqUpdate:
 
     def __call__(self, batch: Batch, seed: int, gradients: dict[str, Tensor] | None = None) -> Step:
         """One update on ``batch``, its dropout drawn after ``torch.manual_seed(seed)``; with
-        ``gradients`` (normalised, before clipping), the update clips and applies those
+        ``gradients`` (normalized, before clipping), the update clips and applies those
         instead of its own (which it still computes and returns)."""
         model, options = self.model, self.options
         model.train()
@@ -307,7 +307,7 @@ def test_max_tokens_counts_what_fairseqs_max_tokens_counts(
     write_corpus(corpus, seed=5, sizes={"train": 300, "val": 4, "test": 4})
     data = {**anchor["data"], "source": str(corpus), "vocab_size": 500, "spm_threads": 1}
     module = TranslationDataModule(**{**data, "cache_dir": str(tmp_path / "cache")})
-    rows, lengths = module.tokenised("train")
+    rows, lengths = module.tokenized("train")
     pieces = rows.lengths  # [N, 2]: each side's pieces, without EOS
     assert len(lengths) == len(pieces) and (lengths == (pieces + 1).max(axis=1)).all()
     ordered = np.sort(lengths)
@@ -416,7 +416,7 @@ def test_our_updates_are_fairseqs_given_the_two_documented_differences(
     anchor: dict[str, Any], clip: str | float, tmp_path: Path
 ) -> None:
     """Step by step, for the same weights and batch: the loss per token, the gradients
-    (normalised by the target tokens, before clipping), the learning rate, and the
+    (normalized by the target tokens, before clipping), the learning rate, and the
     parameters after clipping and Adam.
 
     The gradients agree to float32 rounding. Each update then applies ours on both sides:

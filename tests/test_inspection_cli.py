@@ -8,7 +8,7 @@ import pytest
 
 from seq2seq.commands.main import main
 from seq2seq.inference.checkpoint import load_trained
-from seq2seq.inspection.pipeline import InspectOptions, inspect_attention
+from seq2seq.inspection.pipeline import InspectSettings, inspect_attention
 from seq2seq.inspection.word_alignments import grow_diag, read_gold, read_links
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -98,11 +98,11 @@ def test_alignments_score_against_themselves_perfectly(trained_run, test_files, 
     assert (scores["AER"], scores["precision"], scores["recall"]) == ("0.0000", "1.0000", "1.0000")
 
 
-def test_symmetrisation_with_a_reverse_model(trained_run, test_files, tmp_path):
+def test_symmetrization_with_a_reverse_model(trained_run, test_files, tmp_path):
     """The tiny model stands in for a reverse one: the words line up all the same."""
     src, ref = test_files
     trained = load_trained(trained_run["ckpt"])
-    options = InspectOptions(symmetrization="grow-diag", limit=0, progress=False)
+    options = InspectSettings(symmetrization="grow-diag", limit=0, progress=False)
     sources, references = lines(src), lines(ref)
     inspect_attention(trained, sources, tmp_path, options, references, reverse=trained)
     forward = read_links(tmp_path / "alignments.forward.txt")

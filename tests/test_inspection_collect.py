@@ -72,7 +72,7 @@ def test_forced_decoding_of_a_different_number_of_lines_is_an_error(trained, tes
 def test_own_translation_attention_is_the_search_attention(trained, test_pairs):
     """Teacher forcing the search's output reproduces the attention of its steps."""
     sources = test_pairs[0]
-    search = SearchSettings(beam_size=3)
+    search = SearchSettings(beam=3)
     searched = translate_lines(trained, sources, search, return_attention=True)
     forced = {s.index: s for s in translation_attention(trained, sources, search)}
     for i, translation in enumerate(searched):
@@ -102,7 +102,7 @@ def test_local_attention_windows_are_recorded_where_the_weights_are(trained, pre
     attention = model.model.decoder.attention
     for sentence in forced_attention(model, src_ids, tgt_ids, texts):
         T, S = sentence.weights.shape
-        assert sentence.centres.shape == (T,) and sentence.windows.shape == (T, 2)
+        assert sentence.centers.shape == (T,) and sentence.windows.shape == (T, 2)
         first, last = sentence.windows.unbind(dim=-1)
         assert bool(((first >= 0) & (first <= last) & (last < S)).all())
         assert bool((last - first <= 2 * window).all())
@@ -111,9 +111,9 @@ def test_local_attention_windows_are_recorded_where_the_weights_are(trained, pre
         assert bool((sentence.weights[outside] == 0).all())
         assert bool((sentence.weights.sum(dim=-1) > 0).all())
         if predictive:
-            assert bool(((sentence.centres >= 0) & (sentence.centres <= S)).all())
+            assert bool(((sentence.centers >= 0) & (sentence.centers <= S)).all())
         else:
-            torch.testing.assert_close(sentence.centres, torch.arange(T).float())
+            torch.testing.assert_close(sentence.centers, torch.arange(T).float())
     # the probe's hook is gone once it is left: a later call records nothing
     spec = model.vocab.spec
     one = (torch.tensor([[spec.eos_id]]), torch.tensor([1]), torch.tensor([[spec.bos_id]]))
@@ -125,7 +125,7 @@ def test_local_attention_windows_are_recorded_where_the_weights_are(trained, pre
 
 def test_other_attention_records_no_window(trained, test_pairs):
     sentence = next(iter(reference_attention(trained, *test_pairs)))
-    assert sentence.centres is None and sentence.windows is None
+    assert sentence.centers is None and sentence.windows is None
 
 
 def test_local_p_window_is_drawn_over_its_heatmap(trained, tmp_path):
@@ -135,10 +135,10 @@ def test_local_p_window_is_drawn_over_its_heatmap(trained, tmp_path):
     sentence = next(iter(reference_attention(model, ["forty-seven"], ["siebenundvierzig"])))
     T = sentence.weights.size(0)
     ax = Figure().subplots()
-    draw_windows(ax, sentence.centres, sentence.windows)
+    draw_windows(ax, sentence.centers, sentence.windows)
     assert len(ax.patches) == T  # one window box per target row
     torch.testing.assert_close(
-        torch.tensor(ax.lines[0].get_xdata(), dtype=torch.float32), sentence.centres
+        torch.tensor(ax.lines[0].get_xdata(), dtype=torch.float32), sentence.centers
     )
     assert draw_sentence(sentence, tmp_path / "local.png").read_bytes()[:8] == PNG
 

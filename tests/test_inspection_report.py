@@ -17,7 +17,7 @@ def hand_made_sentence(text: str = "a b c") -> SentenceAttention:
     """2 layers x 2 heads over source "a b c" for target "x y".
 
     Target x: three heads on "a", layer 2 head 2 on "c" (so the mean over everything
-    favours "a", layer 2's mean is split between "a" and "c"). Target y: every head half
+    favors "a", layer 2's mean is split between "a" and "c"). Target y: every head half
     on "b", half on EOS. Target EOS: every head on EOS.
     """
     weights = torch.zeros(3, 2, 2, 4)  # [T, L, H, S]

@@ -1,4 +1,4 @@
-"""Hard word alignments from attention maps, symmetrisation and the Pharaoh format; AER,
+"""Hard word alignments from attention maps, symmetrization and the Pharaoh format; AER,
 precision and recall (Och & Ney 2003) on hand-computed cases, gold file notations, and
 `seq2seq align-score`."""
 
@@ -82,8 +82,8 @@ def test_symmetrization_by_hand():
     backward = {(0, 0), (1, 1), (2, 2), (3, 3)}
     assert symmetrize(forward, backward, "intersection") == {(0, 0), (1, 1)}
     assert symmetrize(forward, backward, "union") == forward | backward
-    # grow-diag from the intersection: (2, 1) and (2, 2) neighbour (1, 1) and align a new
-    # source word (2) or target word (2); (3, 3) neighbours (2, 2) once that is in.
+    # grow-diag from the intersection: (2, 1) and (2, 2) neighbor (1, 1) and align a new
+    # source word (2) or target word (2); (3, 3) neighbors (2, 2) once that is in.
     assert symmetrize(forward, backward, "grow-diag") == {
         (0, 0), (1, 1), (2, 1), (2, 2), (3, 3),
     }  # fmt: skip
@@ -98,7 +98,7 @@ def test_grow_diag_does_not_add_links_between_already_aligned_words():
 def test_grow_diag_final_adds_union_links_of_unaligned_words():
     forward = {(0, 0), (3, 3)}
     backward = {(0, 0), (5, 5)}
-    assert grow_diag(forward, backward) == {(0, 0)}  # (3, 3) and (5, 5) are no neighbours
+    assert grow_diag(forward, backward) == {(0, 0)}  # (3, 3) and (5, 5) are no neighbors
     assert grow_diag(forward, backward, final=True) == {(0, 0), (3, 3), (5, 5)}
 
 

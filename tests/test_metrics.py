@@ -1,4 +1,4 @@
-"""Tests for seq2seq.text.metrics: sacrebleu scores, literature tokenisation, paired bootstrap."""
+"""Tests for seq2seq.text.metrics: sacrebleu scores, literature tokenization, paired bootstrap."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_literature_tokenize(line: str, lang: str, expected: str) -> None:
     assert literature_tokenize(line, lang) == expected
 
 
-def test_literature_bleu_scores_the_tokens_without_retokenising() -> None:
+def test_literature_bleu_scores_the_tokens_without_retokenizing() -> None:
     hyps = ["A man's hat is RED.", "Two dogs play."]
     refs = ["a man's hat is red.", "Two dogs are playing."]
     tokens_h = [literature_tokenize(line, "en") for line in hyps]
@@ -136,8 +136,8 @@ def test_literature_bleu_scores_the_tokens_without_retokenising() -> None:
     assert literature_bleu(hyps[:1], refs[:1], "en")["score"] == pytest.approx(100.0)
 
 
-def test_literature_bleu_does_not_warn_that_its_tokens_look_tokenised(caplog) -> None:
-    lines = [f"Dog number {i} runs." for i in range(150)]  # tokenised: "... runs ."
+def test_literature_bleu_does_not_warn_that_its_tokens_look_tokenized(caplog) -> None:
+    lines = [f"Dog number {i} runs." for i in range(150)]  # tokenized: "... runs ."
     with caplog.at_level(logging.WARNING, logger="sacrebleu"):
         literature_bleu(lines, lines, "en")
     assert not [r for r in caplog.records if r.name.startswith("sacrebleu")]
@@ -150,7 +150,7 @@ def test_subword_nmt_pieces_join_into_their_tokens() -> None:
 
 def test_translations_in_subword_nmt_pieces_score_as_their_joined_tokens() -> None:
     """--remove-bpe: pieces joined on both sides, then the literature's BLEU of those tokens,
-    not tokenised again (which would cut the escapes: ``&quot;`` -> ``&amp; quot ;``), so a
+    not tokenized again (which would cut the escapes: ``&quot;`` -> ``&amp; quot ;``), so a
     translation cut otherwise than its reference still scores 100; without it the pieces
     themselves are scored."""
     raw = ['Ein Mann sagt: "Baumwolle!"', "Zwei Hunde."]

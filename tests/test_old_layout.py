@@ -74,3 +74,27 @@ def test_fit_reads_a_config_that_names_an_old_class_path(trained_run, tmp_path):
     main(["fit", "--config", str(path), "--trainer.max_steps", "2"])
     payload = torch.load(tmp_path / "run/checkpoints/last.ckpt", weights_only=True)
     assert RENAMED_CLASSES[OLD_PATH] in payload[CHECKPOINT_KEY]["config"]
+
+
+def test_a_search_stored_under_its_old_field_names_is_read_with_the_new(tmp_path):
+    checkpoint = torch.load(OLD_CHECKPOINT, weights_only=True)
+    assert "beam_size" in checkpoint[CHECKPOINT_KEY]["search"]  # how it was written
+    assert (
+        load_trained(OLD_CHECKPOINT).search.beam
+        == checkpoint[CHECKPOINT_KEY]["search"]["beam_size"]
+    )
+
+
+def test_fit_takes_the_old_spelling_of_a_renamed_option(trained_run, tmp_path):
+    """``--model.test_beam_size`` (now ``--model.test_beam``), a hidden alias; a config
+    file naming ``test_beam_size`` reads as ``test_beam``."""
+    config = yaml.safe_load(Path(trained_run["config"]).read_text())
+    config["model"]["val_beam_size"] = config["model"].pop("val_beam", 1)
+    config["trainer"].update(default_root_dir=str(tmp_path / "run"), max_epochs=1)
+    config["checkpoint"] = {"dirpath": str(tmp_path / "run" / "checkpoints")}
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(config))
+    main(["fit", "--config", str(path), "--trainer.max_steps", "2", "--model.test_beam_size", "3"])
+    payload = torch.load(tmp_path / "run/checkpoints/last.ckpt", weights_only=True)[CHECKPOINT_KEY]
+    assert payload["search"]["beam"] == 3
+    assert "test_beam: 3" in payload["config"] and "beam_size" not in payload["config"]

@@ -1,5 +1,5 @@
 """Ctrl-C and SIGTERM while `seq2seq fit` prepares its data (training the vocabulary,
-tokenising the splits): the command ends at once, in one line, with 128 + the signal; it
+tokenizing the splits): the command ends at once, in one line, with 128 + the signal; it
 leaves no cache that looks whole, no process behind, and the next run trains."""
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def running(pid: int) -> bool:
 
 @pytest.mark.parametrize(
     ("phase", "signum"),
-    [("vocabulary", signal.SIGINT), ("tokenising", signal.SIGTERM)],
-    ids=["ctrl-c-while-training-the-vocabulary", "sigterm-while-tokenising"],
+    [("vocabulary", signal.SIGINT), ("tokenizing", signal.SIGTERM)],
+    ids=["ctrl-c-while-training-the-vocabulary", "sigterm-while-tokenizing"],
 )
 def test_a_signal_while_preparing_the_data_ends_fit_in_one_line(tmp_path, phase, signum):
     config = fit_config(tmp_path)
@@ -93,7 +93,7 @@ def test_a_signal_while_preparing_the_data_ends_fit_in_one_line(tmp_path, phase,
     assert not running(paused)  # the vocabulary's child process too
     cache = tmp_path / "cache"
     vocabularies = list(cache.glob("spm/*/*.model"))  # a vocabulary trained whole, or none
-    assert len(vocabularies) == (phase == "tokenising")
+    assert len(vocabularies) == (phase == "tokenizing")
     assert not [p.name for p in cache.glob("tokens/*") if p.name.endswith((".part", ".npy"))]
 
     main(["fit", "--config", str(config)])  # the next run, in this process

@@ -142,7 +142,7 @@ def test_recipe_builds_a_model_that_translates(
     assert attn is not None and attn.shape[0] == 2 and attn.shape[-2:] == (5, 6)
     assert (attn[1, ..., 3:] == 0).all()  # padding gets no attention
     task = config["model"]
-    search = SearchSettings(beam_size=task["test_beam_size"], length_penalty=task["length_penalty"])
+    search = SearchSettings(beam=task["test_beam"], length_penalty=task["length_penalty"])
     translations = translate_batch(model, src, src_lens, search)
     assert [len(sentence) for sentence in translations] == [1, 1]
     assert all(0 < len(h.tokens) <= 19 for [h] in translations)  # 1.5 * 6 + 10 at most

@@ -29,7 +29,7 @@ from seq2seq.text.lines import TextLines
 
 NAME = "tiny-en-de"
 SOURCES = ["forty-two", "on Monday, May 4, 1998", "three hundred and one"]
-SEARCH = {"beam_size": 2, "length_penalty": 1.0}
+SEARCH = {"beam": 2, "length_penalty": 1.0}
 
 
 def release(checkpoint: Path, folder: Path, casing: Path | None = None) -> Path:
@@ -76,14 +76,14 @@ def test_the_released_file_holds_half_precision_weights_and_no_paths(models: Pat
     payload = checkpoint[CHECKPOINT_KEY]
     assert set(payload) == {"vocab", "config", "search", "precision"}  # no random states
     assert "\n  dirpath: /" not in payload["config"] and " /tmp" not in payload["config"]
-    assert payload["search"]["beam_size"] == 2
+    assert payload["search"]["beam"] == 2
 
 
 def test_a_model_loads_by_name_and_translates_as_its_checkpoint_did(named: Path):
     model = seq2seq.load(NAME)
     manifest = json.loads((named / NAME / "manifest.json").read_text())
     assert model.translate(manifest["checks"]["sources"]) == manifest["checks"]["translations"]
-    assert model.search.beam_size == 2  # the search it was released with
+    assert model.search.beam == 2  # the search it was released with
     assert model.recaser is not None  # its own casing table, by default
     assert seq2seq.load(NAME, recase=False).recaser is None
 

@@ -1,4 +1,4 @@
-"""Subword regularisation (data.subword_nbest, data.subword_alpha): drawn segmentations of
+"""Subword regularization (data.subword_nbest, data.subword_alpha): drawn segmentations of
 the same text, a function of (seed, epoch, row), within max_len, for training only."""
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def epoch(data: TranslationDataModule, number: int, **state: int) -> list[tuple]
 
 
 def best(data: TranslationDataModule) -> dict[int, tuple[list[int], list[int]]]:
-    """Each training row's best segmentation, as the tokenised split holds it."""
-    rows, _ = data.tokenised("train")
+    """Each training row's best segmentation, as the tokenized split holds it."""
+    rows, _ = data.tokenized("train")
     examples = rows.__getitems__(list(range(len(rows))))
     return {e["id"]: (e["src_ids"].tolist(), e["tgt_ids"].tolist()) for e in examples}
 

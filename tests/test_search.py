@@ -33,9 +33,7 @@ def setup_model():
 
 def test_beam_of_one_equals_greedy():
     model, src, src_lens = setup_model()
-    greedy = translate_batch(
-        model, src, src_lens, SearchSettings(beam_size=1), return_attention=True
-    )
+    greedy = translate_batch(model, src, src_lens, SearchSettings(beam=1), return_attention=True)
     with torch.no_grad():
         state = model.start(model.encode(src, src_lens))
         limits = max_output_lengths(src_lens, 1.5, 10)
@@ -48,7 +46,7 @@ def test_beam_of_one_equals_greedy():
 
 def test_greedy_picks_the_argmax_at_every_step():
     model, src, src_lens = setup_model()
-    (hyp,) = translate_batch(model, src[:1], src_lens[:1], SearchSettings(beam_size=1))[0]
+    (hyp,) = translate_batch(model, src[:1], src_lens[:1], SearchSettings(beam=1))[0]
     state = model.start(model.encode(src[:1], src_lens[:1]))
     prev = torch.tensor([VOCAB.bos_id])
     for token in hyp.tokens:
@@ -63,7 +61,7 @@ def test_beam_returns_sorted_nbest_within_max_length():
         model,
         src,
         src_lens,
-        SearchSettings(beam_size=4, n_best=3, max_len_ratio=1.0, max_len_offset=2),
+        SearchSettings(beam=4, n_best=3, max_len_ratio=1.0, max_len_offset=2),
     )
     limits = max_output_lengths(src_lens, 1.0, 2)
     for nbest, limit in zip(results, limits.tolist(), strict=True):
@@ -78,7 +76,7 @@ def test_beam_returns_sorted_nbest_within_max_length():
 
 def test_beam_scores_are_the_model_log_probabilities():
     model, src, src_lens = setup_model()
-    nbest = translate_batch(model, src[:2], src_lens[:2], SearchSettings(beam_size=3, n_best=3))
+    nbest = translate_batch(model, src[:2], src_lens[:2], SearchSettings(beam=3, n_best=3))
     for i, hyps in enumerate(nbest):
         for h in hyps:
             state = model.start(model.encode(src[i : i + 1], src_lens[i : i + 1]))
@@ -93,11 +91,11 @@ def test_beam_scores_are_the_model_log_probabilities():
 
 def test_batched_beam_equals_one_sentence_at_a_time():
     model, src, src_lens = setup_model()
-    together = translate_batch(model, src, src_lens, SearchSettings(beam_size=3))
+    together = translate_batch(model, src, src_lens, SearchSettings(beam=3))
     for i in range(src.size(0)):
         length = int(src_lens[i])
         alone = translate_batch(
-            model, src[i : i + 1, :length], src_lens[i : i + 1], SearchSettings(beam_size=3)
+            model, src[i : i + 1, :length], src_lens[i : i + 1], SearchSettings(beam=3)
         )
         assert alone[0][0].tokens == together[i][0].tokens
 
@@ -105,12 +103,12 @@ def test_batched_beam_equals_one_sentence_at_a_time():
 def test_attention_rows_match_the_output():
     model, src, src_lens = setup_model()
     for nbest in translate_batch(
-        model, src, src_lens, SearchSettings(beam_size=3), return_attention=True
+        model, src, src_lens, SearchSettings(beam=3), return_attention=True
     ):
         h = nbest[0]
         assert h.attention.shape[0] == len(h.tokens) + 1  # one row per token and EOS
     for i, (h,) in enumerate(
-        translate_batch(model, src, src_lens, SearchSettings(beam_size=1), return_attention=True)
+        translate_batch(model, src, src_lens, SearchSettings(beam=1), return_attention=True)
     ):
         assert h.attention.shape == (len(h.tokens) + 1, int(src_lens[i]))
         assert torch.allclose(h.attention.sum(-1), torch.ones(len(h.tokens) + 1))
@@ -125,8 +123,8 @@ def small_transformer():
 
 
 @pytest.mark.parametrize("family", ["rnn", "transformer"])
-@pytest.mark.parametrize("beam_size", [1, 3])
-def test_each_hypothesis_carries_the_attention_of_its_own_tokens(family, beam_size):
+@pytest.mark.parametrize("beam", [1, 3])
+def test_each_hypothesis_carries_the_attention_of_its_own_tokens(family, beam):
     """Search follows each hypothesis back through the rows it was reordered from: its
     attention is what teacher forcing on its own tokens gives."""
     model, src, src_lens = setup_model()
@@ -136,7 +134,7 @@ def test_each_hypothesis_carries_the_attention_of_its_own_tokens(family, beam_si
         model,
         src,
         src_lens,
-        SearchSettings(beam_size=beam_size, n_best=beam_size),
+        SearchSettings(beam=beam, n_best=beam),
         return_attention=True,
     )
     for i, nbest in enumerate(results):
@@ -204,7 +202,7 @@ def test_forward_hooks_on_the_attention_see_every_decoder_step(family):
     calls = []
     handle = attention.register_forward_hook(lambda module, args, output: calls.append(1))
     try:
-        (hyp,) = translate_batch(model, src[:1], src_lens[:1], SearchSettings(beam_size=1))[0]
+        (hyp,) = translate_batch(model, src[:1], src_lens[:1], SearchSettings(beam=1))[0]
     finally:
         handle.remove()
     assert len(calls) == len(hyp.tokens) + 1  # every output token and EOS
@@ -238,21 +236,21 @@ def reference_beam(model, src, src_len, K, alpha, limit):
 
 
 @pytest.mark.parametrize("family", ["rnn", "transformer"])
-@pytest.mark.parametrize("beam_size", [3, 7])  # 2K > V: a first step with fewer than 2K candidates
-def test_beam_finds_what_the_beam_search_spelled_out_finds(family, beam_size):
+@pytest.mark.parametrize("beam", [3, 7])  # 2K > V: a first step with fewer than 2K candidates
+def test_beam_finds_what_the_beam_search_spelled_out_finds(family, beam):
     model, src, src_lens = setup_model()
     if family == "transformer":
         model = small_transformer()
-    search = SearchSettings(beam_size=beam_size, n_best=beam_size, length_penalty=0.8)
+    search = SearchSettings(beam=beam, n_best=beam, length_penalty=0.8)
     limits = max_output_lengths(src_lens, search.max_len_ratio, search.max_len_offset)
     results = translate_batch(model, src, src_lens, search)
     with torch.no_grad():
         for i, nbest in enumerate(results):
             length = int(src_lens[i])
             expected = reference_beam(
-                model, src[i : i + 1, :length], length, beam_size, 0.8, int(limits[i])
+                model, src[i : i + 1, :length], length, beam, 0.8, int(limits[i])
             )
-            assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected][:beam_size]
+            assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected][:beam]
             for h, (_, score) in zip(nbest, expected, strict=False):
                 assert abs(h.score - score) < 1e-4
 
@@ -275,8 +273,8 @@ def test_best_continuations_are_the_top_k_of_every_sum(vocab, beams, device):
     assert torch.equal(ids[finite], expected.indices[finite])
 
 
-@pytest.mark.parametrize("beam_size", [1, 5])
-def test_a_search_step_waits_for_the_device_at_most_twice(beam_size):
+@pytest.mark.parametrize("beam", [1, 5])
+def test_a_search_step_waits_for_the_device_at_most_twice(beam):
     """On a GPU each value read back makes the host wait for the device: a step of the
     search reads which rows ended (``nonzero``) and, when some did, their rows, scores and
     tokens in one read; per batch, two more: the length limits and the source lengths.
@@ -294,8 +292,8 @@ def test_a_search_step_waits_for_the_device_at_most_twice(beam_size):
 
     model.step = counted_step
     with HostReads() as reads:
-        translate_batch(model, src, src_lens, SearchSettings(beam_size=beam_size))
-    search = "_greedy" if beam_size == 1 else "_beam"
+        translate_batch(model, src, src_lens, SearchSettings(beam=beam))
+    search = "_greedy" if beam == 1 else "_beam"
     in_search = {site: n for site, n in reads.sites.items() if "inference/search.py" in site}
     assert in_search.pop(f"nonzero at inference/search.py:{search}") == steps
     assert in_search.pop(f"tolist at inference/search.py:{search}") == 2

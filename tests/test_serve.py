@@ -266,7 +266,7 @@ BAD_REQUESTS = [
     (b'{"text": ["one"], "beam": "2"}', 422, "beam: Input should be a valid integer"),
     (b'{"text": ["one"], "beam": 1, "n_best": 2}', 422, "n_best 2 is more than beam 1"),
     (b'{"text": ["one"], "alignment": "yes"}', 422, "alignment: Input should be a valid boolean"),
-    (b'{"text": ["one"], "colour": "red"}', 422, "unknown field 'colour'"),
+    (b'{"text": ["one"], "color": "red"}', 422, "unknown field 'color'"),
 ]
 
 

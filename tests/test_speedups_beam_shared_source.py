@@ -131,7 +131,7 @@ def test_beam_search_translates_the_same_with_the_trick_switched_off(family):
     ).eval()
     src = torch.randint(4, VOCAB.src_size, (4, 9))
     src_lens = torch.tensor([9, 6, 3, 1])
-    search = SearchSettings(beam_size=4, n_best=2, max_len_offset=5)
+    search = SearchSettings(beam=4, n_best=2, max_len_offset=5)
     with torch.inference_mode():
         shared = translate_batch(model, src, src_lens, search, return_attention=True)
         with plain_path():
@@ -161,7 +161,7 @@ def test_the_search_applies_the_trick_unless_it_is_switched_off(monkeypatch, swi
     model = RNNSeq2Seq(VOCAB, embed_size=12, hidden_size=16, dropout=0.0).eval()
     src = torch.randint(4, VOCAB.src_size, (3, 6))
     with torch.inference_mode():
-        translate_batch(model, src, torch.tensor([6, 4, 2]), SearchSettings(beam_size=3))
+        translate_batch(model, src, torch.tensor([6, 4, 2]), SearchSettings(beam=3))
     if switched_off:
         assert seen == []
     else:

@@ -31,8 +31,8 @@ def test_scale_is_the_inverse_of_the_exact_keep_probability():
     assert y.max().item() == pytest.approx(1.0 / keep, rel=1e-6)
 
 
-def test_mask_elements_are_independent_of_their_neighbours():
-    """Each 64-bit draw feeds four elements: neighbours must still be uncorrelated."""
+def test_mask_elements_are_independent_of_their_neighbors():
+    """Each 64-bit draw feeds four elements: neighbors must still be uncorrelated."""
     torch.manual_seed(1)
     kept = (dropout(torch.ones(1_000_000), 0.5, training=True) != 0).float()
     for lag in (1, 2, 3, 4):

@@ -49,7 +49,7 @@ def test_a_changed_weight_is_reordered_again():
     x = torch.randn(4, 16)
     with torch.no_grad():
         before = linear(layer, x)
-        layer.weight.mul_(2)  # as an optimiser step does: in place, version bumped
+        layer.weight.mul_(2)  # as an optimizer step does: in place, version bumped
         after = linear(layer, x)
         assert torch.allclose(after, layer(x), atol=1e-5)
         assert not torch.allclose(after, before)

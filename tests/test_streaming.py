@@ -82,7 +82,7 @@ def test_head_of_a_long_translation_exits_quietly(trained_run: dict, tmp_path: P
 def test_stream_keeps_the_input_order_across_chunks_and_pauses(trained_transformer: Path):
     trained = load_trained(trained_transformer)
     lines = ["twenty-one", "", "five hundred and three", "7", "nineteen ninety-nine"] * 6
-    search = SearchSettings(beam_size=2)
+    search = SearchSettings(beam=2)
     whole = [t.text for t in translate_lines(trained, lines, search)]
     with_pauses = [*lines[:4], None, None, *lines[4:17], None, *lines[17:]]
     streamed = translate_stream(trained, with_pauses, search, max_tokens=8)

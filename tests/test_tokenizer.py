@@ -54,7 +54,7 @@ def test_round_trip_keeps_any_script(tokenizer: Tokenizer, text: str) -> None:
     assert UNK_ID not in ids  # byte fallback instead of <unk>
 
 
-def test_text_is_nfkc_normalised_with_single_spaces(tokenizer: Tokenizer) -> None:
+def test_text_is_nfkc_normalized_with_single_spaces(tokenizer: Tokenizer) -> None:
     assert tokenizer.decode(tokenizer.encode("  ½ of  ﬁve\tcats ")) == "1⁄2 of five cats"
 
 

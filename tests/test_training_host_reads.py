@@ -1,6 +1,6 @@
 """A training batch reads nothing back from its device but the non-finite-loss check
 (each read makes a GPU's host wait: ``host_reads.py`` counts them on a CPU). The reads that
-Lightning makes on its own (a logger's values every ``log_every_n_steps``, the optimiser's
+Lightning makes on its own (a logger's values every ``log_every_n_steps``, the optimizer's
 step counters, which live on the host) are not the toolkit's and are left out.
 
 The Transformer is checked, the family the GPU recipes train. The RNN encoder packs its
@@ -24,7 +24,7 @@ from seq2seq.commands.main import main
 
 class HostReadAudit(pl.Callback):
     """Counts the reads from the start of training batch ``skip`` to the start of batch
-    ``skip + batches`` (the step, the optimiser and every callback in between) and writes
+    ``skip + batches`` (the step, the optimizer and every callback in between) and writes
     them to ``out`` as JSON."""
 
     def __init__(self, out: str, skip: int = 2, batches: int = 4) -> None:
@@ -61,6 +61,6 @@ def test_a_training_batch_reads_back_only_whether_its_loss_is_finite(
     ]
     main(["fit", "--config", str(write_config(tmp_path / "fit.yaml", config))])
 
-    # one per batch: the policy for a non-finite loss (stop, or skip the optimiser step)
+    # one per batch: the policy for a non-finite loss (stop, or skip the optimizer step)
     # must know before the backward pass whether the loss is finite
     assert json.loads(out.read_text()) == {"__bool__ at training/task.py:training_step": 4}

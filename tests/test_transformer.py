@@ -147,12 +147,12 @@ def test_beam_search_runs_on_the_transformer_with_attention():
     model = make_model()
     src, src_lens, _ = batch()
     results = translate_batch(
-        model, src, src_lens, SearchSettings(beam_size=3, n_best=2), return_attention=True
+        model, src, src_lens, SearchSettings(beam=3, n_best=2), return_attention=True
     )
     for i, nbest in enumerate(results):
         best = nbest[0]
         assert best.attention.shape == (len(best.tokens) + 1, 2, 4, int(src_lens[i]))
-    greedy = translate_batch(model, src, src_lens, SearchSettings(beam_size=1))
+    greedy = translate_batch(model, src, src_lens, SearchSettings(beam=1))
     assert len(greedy) == 3
 
 
@@ -166,7 +166,7 @@ def test_gradients_reach_every_parameter():
 
 
 def test_the_same_seed_builds_the_same_weights_with_separate_vocabularies():
-    """Initialisation follows the seed alone (it once iterated a set of embeddings, whose
+    """Initialization follows the seed alone (it once iterated a set of embeddings, whose
     order follows memory addresses)."""
     separate = VocabSpec(src_size=40, tgt_size=30, pad_id=0, bos_id=2, eos_id=3, joint=False)
     built = []
@@ -178,7 +178,7 @@ def test_the_same_seed_builds_the_same_weights_with_separate_vocabularies():
 
 
 @pytest.mark.parametrize("init, gain", [("xavier", 1.0), ("fairseq", 2**-0.5)])
-def test_the_initialisation_scales_query_key_value_projections(init, gain):
+def test_the_initialization_scales_query_key_value_projections(init, gain):
     """fairseq starts q/k/v with Glorot uniform at gain 1/sqrt(2) (the bound of the three
     stacked into one [3d, d] matrix); every other linear layer is Glorot uniform at gain 1."""
     torch.manual_seed(0)

@@ -58,7 +58,7 @@ def wmt_data(source: Path, cache: Path, **changes: Any) -> TranslationDataModule
 def test_the_recipe_reads_a_dataset_of_the_hub_shape(wmt_like: Path, tmp_path: Path) -> None:
     data = wmt_data(wmt_like, tmp_path)
     data.setup("fit")
-    rows, lengths = data.tokenised("train")
+    rows, lengths = data.tokenized("train")
     assert len(rows) == len(lengths) == SPLITS["train"]
     english, german = corpus(SPLITS["validation"], 1)
     assert data.references("validation") == german and data.sources("validation") == english

@@ -34,7 +34,7 @@ def tiny_config(root: Path, corpus: Path) -> dict:
             },
             "lr": 0.005,
             "warmup_steps": 10,
-            "test_beam_size": 2,
+            "test_beam": 2,
         },
         "data": {
             "source": str(corpus),

@@ -3,7 +3,7 @@
     context, weights = attention(queries, keys, values, valid_lens, query_pos=None)
     # queries [B, Tq, Dq]  keys [B, S, Dk]  values [B, S, Dv]  valid_lens [B] or [B, Tq]
     # context [B, Tq, Dc]  weights [B, Tq, S]  (multi-head: [B, H, Tq, S])
-    # query_pos [B, Tq]: the target positions of the queries (local-m centres on them)
+    # query_pos [B, Tq]: the target positions of the queries (local-m centers on them)
     # need_weights=False: nobody reads the weights; a module may return None for them
 
 Work that depends only on the keys and values is split out into ``prepare``, so that a

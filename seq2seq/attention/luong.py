@@ -9,10 +9,10 @@ Local attention looks at a window ``[p_t - D, p_t + D]`` of source positions onl
 - local-p (``predictive=True``): ``p_t = S_i * sigmoid(v_p^T tanh(W_p h_t))`` with ``S_i``
   the sentence's own valid length, so ``p_t`` lies in ``[0, S_i]``. The in-window softmax
   weights are multiplied by ``exp(-(s - p_t)^2 / (2 sigma^2))``, ``sigma = D / 2``
-  (Luong eq. 10). They are *not* renormalised: a row sums to at most 1, and the Gaussian is
+  (Luong eq. 10). They are *not* renormalized: a row sums to at most 1, and the Gaussian is
   how the gradient reaches ``W_p`` and ``v_p``.
 
-A real-valued ``p_t`` picks the integer window centred on its nearest integer (halves
+A real-valued ``p_t`` picks the integer window centered on its nearest integer (halves
 round up), moved into ``[0, S_i - 1]`` so that a window never misses the sentence
 entirely (local-m with ``t >= S_i + D`` would otherwise see nothing); positions outside
 ``[0, S_i)`` get zero weight. The 2D+1 window positions are gathered from the prepared
@@ -128,8 +128,8 @@ class LocalAttention(Attention):
         score: ``dot``, ``general`` or ``concat``, as in ``LuongAttention``.
         hidden_size: Width of the concat score's hidden layer (default: ``query_size``).
         window: The window's half-width D (at least 1): it covers 2D + 1 source positions.
-        predictive: local-p, a window centre predicted from the decoder state; otherwise
-            local-m, centred on the target position.
+        predictive: local-p, a window center predicted from the decoder state; otherwise
+            local-m, centered on the target position.
     """
 
     def __init__(
@@ -160,8 +160,8 @@ class LocalAttention(Attention):
     def prepare(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         return self.score.prepare(keys), values
 
-    def centres(self, queries: Tensor, lengths: Tensor, query_pos: Tensor | None = None) -> Tensor:
-        """The window centres p_t [B, Tq] (float32).
+    def centers(self, queries: Tensor, lengths: Tensor, query_pos: Tensor | None = None) -> Tensor:
+        """The window centers p_t [B, Tq] (float32).
 
         queries [B, Tq, Dq]; lengths [B] or [B, Tq] the valid source lengths S_i;
         query_pos [B, Tq] the target positions t (local-m; default 0, 1, ..., Tq - 1).
@@ -176,17 +176,17 @@ class LocalAttention(Attention):
             gate = torch.sigmoid(self.predictor(queries.float()).squeeze(-1))  # [B, Tq]
         return per_query(lengths, Tq).float() * gate
 
-    def window_positions(self, centres: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """The 2D+1 source positions around each centre, and which lie inside [0, S_i).
+    def window_positions(self, centers: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """The 2D+1 source positions around each center, and which lie inside [0, S_i).
 
-        centres [B, Tq] (p_t); lengths [B] or [B, Tq] ->
+        centers [B, Tq] (p_t); lengths [B] or [B, Tq] ->
         (positions [B, Tq, 2D+1] long, may be < 0 or >= S_i; inside [B, Tq, 2D+1] bool).
         """
-        lengths = per_query(lengths, centres.size(1))
-        centre = torch.floor(centres + 0.5).long().clamp(min=0)
-        centre = torch.minimum(centre, (lengths - 1).clamp(min=0))
-        offsets = torch.arange(-self.window, self.window + 1, device=centres.device)
-        positions = centre.unsqueeze(-1) + offsets
+        lengths = per_query(lengths, centers.size(1))
+        center = torch.floor(centers + 0.5).long().clamp(min=0)
+        center = torch.minimum(center, (lengths - 1).clamp(min=0))
+        offsets = torch.arange(-self.window, self.window + 1, device=centers.device)
+        positions = center.unsqueeze(-1) + offsets
         inside = (positions >= 0) & (positions < lengths.unsqueeze(-1))
         return positions, inside
 
@@ -204,7 +204,7 @@ class LocalAttention(Attention):
         B, Tq, _ = queries.shape
         S = keys.size(1)
         lengths = valid_lens if valid_lens is not None else keys.new_full((B,), S, dtype=torch.long)
-        p = self.centres(queries, lengths, query_pos)  # [B, Tq]
+        p = self.centers(queries, lengths, query_pos)  # [B, Tq]
         positions, inside = self.window_positions(p, lengths)  # [B, Tq, W]
         index = positions.clamp(0, S - 1)  # outside positions read any key, then weigh 0
         scores = self.score.window(queries, gather_window(keys, index))  # [B, Tq, W]

@@ -11,7 +11,7 @@ from seq2seq.common.errors import Seq2SeqError, UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
 from seq2seq.inference.decoding import (
-    DecodeOptions,
+    DecodeSettings,
     check_ensemble_weights,
     released_list,
     search_options,
@@ -20,7 +20,7 @@ from seq2seq.inference.released import resolve
 from seq2seq.text.lines import read_lines
 from seq2seq.translation_model import load
 
-GREEDY_SEARCH = DecodeOptions(beam=1)  # what attention draws unless --beam says otherwise
+GREEDY_SEARCH = DecodeSettings(beam=1)  # what attention draws unless --beam says otherwise
 
 
 @command
@@ -32,7 +32,7 @@ def attention(
     ckpt: list[str] | None = None,
     ensemble_weight: list[float] | None = None,
     ensemble_attention: Annotated[int, Range(0)] | None = None,
-    decode: DecodeOptions = GREEDY_SEARCH,
+    decode: DecodeSettings = GREEDY_SEARCH,
     src: str | None = None,
     ref: str | None = None,
     limit: Annotated[int, Range(1)] = 20,
@@ -67,10 +67,10 @@ def attention(
         layer: Transformer layer to align with (default: mean of all)
         method: one link per target word (argmax), or every weight above --threshold
         threshold: link weight for --method threshold
-        reverse_ckpt: a target->source model: symmetrise both directions
+        reverse_ckpt: a target->source model: symmetrize both directions
         symmetrize: how --reverse-ckpt's links are combined with the forward ones
     """
-    from seq2seq.inspection.pipeline import InspectOptions, inspect_attention
+    from seq2seq.inspection.pipeline import InspectSettings, inspect_attention
     from seq2seq.inspection.stats import format_summary
 
     check_output_folder(out)
@@ -103,7 +103,7 @@ def attention(
     reverse = load_trained(reverse_ckpt) if reverse_ckpt else None
     if reverse is not None:
         _check_reverse(trained, reverse)
-    options = InspectOptions(
+    options = InspectSettings(
         layer=layer,
         method=method,
         threshold=threshold,

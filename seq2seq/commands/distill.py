@@ -21,8 +21,8 @@ from seq2seq.common.errors import DataError, OutputError, UsageError
 from seq2seq.inference.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
-    DecodeOptions,
-    ModelOptions,
+    DecodeSettings,
+    ModelSettings,
 )
 from seq2seq.text.lines import iter_lines
 from seq2seq.translation_model import TranslationModel
@@ -71,8 +71,8 @@ def distill(
     out: str,
     src_lang: str,
     tgt_lang: str,
-    model: ModelOptions = NO_MODEL,
-    decode: DecodeOptions = BEAM_SEARCH,
+    model: ModelSettings = NO_MODEL,
+    decode: DecodeSettings = BEAM_SEARCH,
     train_split: str = "train",
     keep_originals: bool = False,
 ) -> None:

@@ -27,7 +27,7 @@ from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, OneLineErro
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.common.ranges import declared_ranges
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, read_checkpoint
-from seq2seq.inference.upgrade import config_loader
+from seq2seq.inference.upgrade import config_loader, upgraded_arguments
 
 # --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
 # when the parser is built, so every model family is imported here.
@@ -299,7 +299,12 @@ set_loader(UPGRADING_YAML, config_loader(get_loader("yaml")), exceptions=(yaml.Y
 
 
 def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
-    """Lightning's CLI on ``args`` (None: the process's own command line), run."""
+    """Lightning's CLI on ``args`` (None: the process's own command line), run; options
+    renamed since an earlier version are read under their names of now."""
+    if args is None:
+        sys.argv[1:] = upgraded_arguments(sys.argv[1:])  # DDP's processes read it too
+    else:
+        args = upgraded_arguments(args)
     quiet_lightning()
     bound_collective_waits()
     with PreparationStop() as preparation_stop:  # signals until the data are ready

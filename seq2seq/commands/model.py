@@ -1,14 +1,14 @@
 """The model a command translates with, opened through the Python API: ``open_model`` checks
-``--ckpt``/``--ctranslate2`` (``ModelOptions``) before any loading, then ``seq2seq.load``s it
-with the search the options (``DecodeOptions``) make of the model's own. ``translate``,
+``--ckpt``/``--ctranslate2`` (``ModelSettings``) before any loading, then ``seq2seq.load``s it
+with the search the options (``DecodeSettings``) make of the model's own. ``translate``,
 ``evaluate``, ``distill`` and ``serve`` all open theirs here, so a command and a script
 translate by one path."""
 
 from __future__ import annotations
 
 from seq2seq.inference.decoding import (
-    DecodeOptions,
-    ModelOptions,
+    DecodeSettings,
+    ModelSettings,
     check_model_options,
     search_options,
 )
@@ -16,7 +16,7 @@ from seq2seq.translation_model import TranslationModel, load
 
 
 def open_model(
-    command: str, model: ModelOptions, options: DecodeOptions, n_best: int = 1
+    command: str, model: ModelSettings, options: DecodeSettings, n_best: int = 1
 ) -> TranslationModel:
     """The checkpoints of ``--ckpt`` (several: an ensemble, weighted by
     ``--ensemble-weight``) or the export of ``--ctranslate2``, checked and loaded, searching

@@ -64,7 +64,7 @@ def recase(
     recaser = Recaser.learn(TextLines(learn))
     print(
         f"{recaser.save(table)}: the forms of {len(recaser)} words, "
-        f"{len(recaser.ambiguous)} of them chosen by their neighbours; "
+        f"{len(recaser.ambiguous)} of them chosen by their neighbors; "
         f"unseen words by {len(recaser.endings)} endings"
     )
 

@@ -16,8 +16,8 @@ from seq2seq.common.ranges import Range
 from seq2seq.inference.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
-    DecodeOptions,
-    ModelOptions,
+    DecodeSettings,
+    ModelSettings,
 )
 from seq2seq.inference.released import looks_like_a_name
 
@@ -49,8 +49,8 @@ def model_name(checkpoints: list[str]) -> str:
 
 @command
 def serve(
-    model: ModelOptions = NO_MODEL,
-    decode: DecodeOptions = BEAM_SEARCH,
+    model: ModelSettings = NO_MODEL,
+    decode: DecodeSettings = BEAM_SEARCH,
     host: str = "127.0.0.1",
     port: Annotated[int, Range(1, 65535)] = 8000,
     batch_wait_ms: Annotated[float, Range(0, 1000)] = 50.0,
@@ -89,7 +89,7 @@ def serve(
             disk is shown)
     """
     try:
-        from seq2seq.serve.app import ServerOptions, serve_forever
+        from seq2seq.serve.app import ServerSettings, serve_forever
         from seq2seq.serve.engine import Engine
         from seq2seq.serve.schema import Limits
     except ImportError as error:
@@ -104,7 +104,7 @@ def serve(
     opened = open_model("seq2seq serve", model, decode)  # once, before the port is opened
     engine = Engine(opened)
     limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
-    options = ServerOptions(
+    options = ServerSettings(
         limits, max_concurrent, batch_wait_ms / 1000, name or model_name(model.paths)
     )
     serve_forever(engine, options, host, port)

@@ -30,8 +30,8 @@ from seq2seq.common.ranges import Range
 from seq2seq.inference.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
-    DecodeOptions,
-    ModelOptions,
+    DecodeSettings,
+    ModelSettings,
     check_model_options,
 )
 from seq2seq.inference.translator import Translation
@@ -41,8 +41,8 @@ from seq2seq.text.lines import iter_lines, read_lines
 
 @command
 def translate(
-    model: ModelOptions = NO_MODEL,
-    decode: DecodeOptions = BEAM_SEARCH,
+    model: ModelSettings = NO_MODEL,
+    decode: DecodeSettings = BEAM_SEARCH,
     input: str | None = None,
     output: str | None = None,
     n_best: Annotated[int, Range(1)] = 1,
@@ -114,8 +114,8 @@ def _write_to_stdout(translations: Iterable[Translation], n_best: int) -> None:
 def evaluate(
     src: str,
     ref: str,
-    model: ModelOptions = NO_MODEL,
-    decode: DecodeOptions = BEAM_SEARCH,
+    model: ModelSettings = NO_MODEL,
+    decode: DecodeSettings = BEAM_SEARCH,
     lang: str | None = None,
     output: str | None = None,
     json_: bool = False,
@@ -134,7 +134,7 @@ def evaluate(
         output: also write the translations here
         json_: print the scores as JSON
         remove_bpe: the corpus is cut into subword-nmt pieces ("@@" ending a piece) of
-            tokenised text: join translations and references into tokens before scoring,
+            tokenized text: join translations and references into tokens before scoring,
             and take the tokens as they are for the literature's BLEU (--output keeps the
             pieces)
     """

@@ -71,7 +71,7 @@ class Exported:
         return [self._tgt_ids[piece] for piece in pieces]
 
 
-def check_search(search: SearchSettings) -> None:
+def check_export_search(search: SearchSettings) -> None:
     """Refuse the settings an export cannot search with (one line)."""
     if search.bf16:
         raise Seq2SeqError(
@@ -153,7 +153,7 @@ def translate_pieces(
     then translates one sentence at a time: batched, CTranslate2 4.8 gives every sentence
     but the first of a batch the first step's attention of another sentence.
     """
-    check_search(search)
+    check_export_search(search)
     if not sources:
         return []
     src_lens = torch.tensor([len(pieces) + 1 for pieces in sources])  # with EOS, as seq2seq
@@ -187,13 +187,13 @@ def _translate_within(
 ) -> list[Any]:
     """CTranslate2's results for ``sources[i]`` for i in ``members``, searched within
     ``limit`` pieces (``limit + 1`` steps, the last one EOS or a piece that is dropped)."""
-    one_by_one = return_attention and search.beam_size > 1
+    one_by_one = return_attention and search.beam > 1
     return exported.translator.translate_batch(
         [list(sources[i]) for i in members],
         max_batch_size=1 if one_by_one else max_tokens,
         batch_type="examples" if one_by_one else "tokens",
-        beam_size=search.beam_size,
-        num_hypotheses=search.beam_size,
+        beam_size=search.beam,
+        num_hypotheses=search.beam,
         length_penalty=NEAR_ZERO_PENALTY,
         return_end_token=True,
         return_scores=True,

@@ -1,6 +1,6 @@
-"""What every command that translates shares: its search options (``DecodeOptions``), the
+"""What every command that translates shares: its search options (``DecodeSettings``), the
 search keywords they give ``seq2seq.load`` (``search_options``), and the model
-(``ModelOptions``: checkpoints or a CTranslate2 export) with the checks that need no loading
+(``ModelSettings``: checkpoints or a CTranslate2 export) with the checks that need no loading
 (``check_model_options``). ``seq2seq.commands.model.open_model`` opens it with
 ``seq2seq.load``."""
 
@@ -12,12 +12,12 @@ from typing import Annotated, Any, Literal
 from seq2seq.common.errors import UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import check_checkpoint_path
-from seq2seq.inference.ensemble import normalised_weights
+from seq2seq.inference.ensemble import normalized_weights
 from seq2seq.inference.released import released_names, resolve
 
 
 @dataclass(frozen=True)
-class DecodeOptions:
+class DecodeSettings:
     """The options of every command that translates: the search and its batches.
 
     Attributes:
@@ -42,15 +42,14 @@ class DecodeOptions:
     bf16: bool = False
 
 
-BEAM_SEARCH = DecodeOptions()  # the defaults of translate, evaluate and serve
+BEAM_SEARCH = DecodeSettings()  # the defaults of translate, evaluate and serve
 
 
 @dataclass(frozen=True)
-class ModelOptions:
+class ModelSettings:
     """What a command translates with: checkpoints (several: an ensemble) or an export.
 
     Attributes:
-        model: a released model, by name (`seq2seq models` lists them)
         ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble (the
             mean of the models' log-probabilities at every step)
         ensemble_weight: with several --ckpt, the members' weights in that mean, one per
@@ -63,14 +62,15 @@ class ModelOptions:
         recase: a casing table written by `seq2seq recase --learn`: restores case to the
             translations of a model trained on lowercased text (data.lowercase); a released
             model that writes lowercase brings its own (--recase none: lowercase output)
+        model: a released model, by name (`seq2seq models` lists them), instead of --ckpt
     """
 
-    model: str | None = None
     ckpt: list[str] | None = None
     ensemble_weight: list[float] | None = None
     ctranslate2: str | None = None
     ctranslate2_workers: Annotated[int, Range(1)] = 1
     recase: str | None = None
+    model: str | None = None
 
     @property
     def paths(self) -> list[str]:
@@ -87,10 +87,10 @@ class ModelOptions:
         return False if self.recase == "none" else self.recase
 
 
-NO_MODEL = ModelOptions()  # the default, before the options: a model option is required
+NO_MODEL = ModelSettings()  # the default, before the options: a model option is required
 
 
-def search_options(options: DecodeOptions, n_best: int = 1) -> dict[str, Any]:
+def search_options(options: DecodeSettings, n_best: int = 1) -> dict[str, Any]:
     """The search keywords of ``seq2seq.load`` that the options give. --length-penalty alone
     has no default of its own (None): unset, it keeps the model's, so that a model is scored
     as its config says; the other options always set theirs."""
@@ -111,7 +111,7 @@ def check_ensemble_weights(ckpt: list[str] | None, ensemble_weight: list[float] 
     if not ckpt:
         raise UsageError("--ensemble-weight weighs the members of --ckpt; no --ckpt given")
     try:
-        normalised_weights(ensemble_weight, len(ckpt))
+        normalized_weights(ensemble_weight, len(ckpt))
     except ValueError as error:
         raise UsageError(f"--ensemble-weight: {error}") from None
 
@@ -122,7 +122,7 @@ def released_list() -> str:
     return f"released models: {', '.join(names)}" if names else "no released models found"
 
 
-def check_model_options(command: str, model: ModelOptions) -> None:
+def check_model_options(command: str, model: ModelSettings) -> None:
     """The checks of a decoding ``command``'s model that need no loading: ``--model`` (a
     released model's name), ``--ckpt`` (each path a checkpoint file, weighted by
     ``--ensemble-weight`` if several) or ``--ctranslate2``, one of the three."""

@@ -1,7 +1,7 @@
 """Several trained models decoding as one, on the encoder-decoder contract.
 
 At every target position the ensemble's log-probabilities are the mean of its members'
-(each member normalises its own distribution first), or their weighted mean with
+(each member normalizes its own distribution first), or their weighted mean with
 ``weights`` (e.g. chosen on a validation set, to lean on the stronger member). Since
 ``Ensemble`` implements ``EncoderDecoder`` itself, greedy and beam search, n-best lists,
 the length penalty and attention inspection run on it unchanged. Members may be of any
@@ -53,7 +53,7 @@ def _mean_over_heads(maps: Tensor, query_dims: int) -> Tensor:
     return maps.mean(dim=head_dims) if head_dims else maps
 
 
-def normalised_weights(weights: Sequence[float] | None, members: int) -> list[float] | None:
+def normalized_weights(weights: Sequence[float] | None, members: int) -> list[float] | None:
     """``weights`` scaled to sum to 1 (None: equal weights), or ValueError saying what is
     wrong with them: one per member, each finite and >= 0, not all 0."""
     if weights is None:
@@ -87,7 +87,7 @@ class Ensemble(EncoderDecoder):
     ):
         if not members:
             raise ValueError("an ensemble needs at least one member")
-        scaled = normalised_weights(weights, len(members))
+        scaled = normalized_weights(weights, len(members))
         vocab = members[0].vocab
         for member in members[1:]:
             if member.vocab != vocab:
@@ -175,7 +175,7 @@ def load_ensemble(
     """The checkpoints at ``paths`` as one model (one path: that model itself), their
     log-probabilities averaged with ``weights`` (None: equally). The first checkpoint
     supplies the defaults (languages, search)."""
-    normalised_weights(weights, len(paths))  # before loading anything
+    normalized_weights(weights, len(paths))  # before loading anything
     members = [load_trained(path) for path in paths]
     if len(members) == 1 and attention_from in (None, 0):
         return members[0]

@@ -32,7 +32,7 @@ class SearchSettings:
     floor(max_len_ratio * S_i + max_len_offset), and whether the caller runs the model
     under bfloat16 autocast (about twice as fast on CPUs with AVX512-BF16 or AMX)."""
 
-    beam_size: int = 5
+    beam: int = 5
     n_best: int = 1
     length_penalty: float = 1.0
     max_len_ratio: float = 1.5
@@ -119,9 +119,9 @@ def translate_batch(
     return_attention: bool = False,
 ) -> list[list[Hypothesis]]:
     """The ``search.n_best`` translations of each sentence in src [B, S] (best first)."""
-    K, n_best, alpha = search.beam_size, search.n_best, search.length_penalty
+    K, n_best, alpha = search.beam, search.n_best, search.length_penalty
     if not 1 <= n_best <= K:
-        raise ValueError(f"n_best must be between 1 and beam_size={K}, got {n_best}")
+        raise ValueError(f"n_best must be between 1 and beam={K}, got {n_best}")
     max_lens = max_output_lengths(src_lens, search.max_len_ratio, search.max_len_offset)
     state = model.start(model.encode(src, src_lens))
     select = row_selection(src.device)

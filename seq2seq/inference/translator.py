@@ -1,4 +1,4 @@
-"""Translating text with a trained model: tokenise, batch by length, search, detokenise;
+"""Translating text with a trained model: tokenize, batch by length, search, detokenize;
 all lines at once (``translate_lines``) or streamed in chunks (``translate_stream``)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ CHUNK_BATCHES = 4
 
 @dataclass
 class Translation:
-    """The n-best hypotheses (best first) of one source line, detokenised."""
+    """The n-best hypotheses (best first) of one source line, detokenized."""
 
     source: str
     texts: list[str]

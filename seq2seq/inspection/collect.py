@@ -5,15 +5,15 @@ on a target: the reference (forced decoding: the alignment of a given translatio
 model's own translation from greedy or beam search. For its own translation, teacher
 forcing gives the same attention as the search's steps did (the encoder-decoder contract:
 teacher-forced and step-by-step decoding agree), in one batched pass, and lets a probe
-read local attention's window centres, which search does not expose.
+read local attention's window centers, which search does not expose.
 
 Luong's local attention (``seq2seq.attention.LocalAttention``) looks at a window around a
-centre ``p_t``: the target position for local-m, a prediction from the decoder state for
+center ``p_t``: the target position for local-m, a prediction from the decoder state for
 local-p. The attention contract returns the weights only, and an attention module must
 not keep state between calls, so ``p_t`` is not part of any output. ``LocalWindowProbe``
 gets it from outside: while the probe is active, a forward hook on the ``LocalAttention``
 module (decoders call their attention as a module, so the hook sees every call) asks the
-module's own public ``centres`` and ``window_positions`` for the centre and window of the
+module's own public ``centers`` and ``window_positions`` for the center and window of the
 queries it was called with. Leaving the probe removes the hook; the outputs are
 untouched, and a model that nobody inspects pays nothing.
 
@@ -41,7 +41,7 @@ from seq2seq.inference.batching import TokenBucketBatchSampler, collate
 from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import translate_lines
-from seq2seq.inspection.maps import normalise_rows, summary_map
+from seq2seq.inspection.maps import normalize_rows, summary_map
 from seq2seq.inspection.words import merge_to_words, word_spans, words
 
 EOS_LABEL = "</s>"
@@ -52,7 +52,7 @@ class SentenceAttention:
     """One sentence pair's attention, ready to draw, align and measure.
 
     weights: [T_i, *heads, S_i] float32 (rows: ``tgt_pieces``, columns: ``src_pieces``,
-    both ending with EOS); centres: [T_i] local attention's window centres p_t and
+    both ending with EOS); centers: [T_i] local attention's window centers p_t and
     windows: [T_i, 2] the first and last source position inside each window (both None
     for other attention).
     """
@@ -63,7 +63,7 @@ class SentenceAttention:
     src_pieces: list[str]
     tgt_pieces: list[str]
     weights: Tensor
-    centres: Tensor | None = None
+    centers: Tensor | None = None
     windows: Tensor | None = None
 
 
@@ -91,19 +91,19 @@ def find_local_attention(model: nn.Module) -> LocalAttention | None:
 
 
 class LocalWindowProbe:
-    """Records the window centres and bounds of one ``LocalAttention`` over a forward pass.
+    """Records the window centers and bounds of one ``LocalAttention`` over a forward pass.
 
     Use around a single teacher-forced call, whose decoder calls the attention once per
     target position (or once for all of them) on the same batch::
 
         with LocalWindowProbe(attention) as probe:
             model(src, src_lens, tgt_in)
-        centres, windows = probe.result()  # [B, T], [B, T, 2]
+        centers, windows = probe.result()  # [B, T], [B, T, 2]
     """
 
     def __init__(self, attention: LocalAttention) -> None:
         self.attention = attention
-        self._centres: list[Tensor] = []
+        self._centers: list[Tensor] = []
         self._windows: list[Tensor] = []
         self._hook: RemovableHandle | None = None
 
@@ -114,7 +114,7 @@ class LocalWindowProbe:
         kwargs: dict[str, Any],
         output: tuple[Tensor, Tensor],
     ) -> None:
-        """A forward hook: the centres [B, Tq] and windows [B, Tq, 2] of the call's queries."""
+        """A forward hook: the centers [B, Tq] and windows [B, Tq, 2] of the call's queries."""
         call = inspect.signature(module.forward).bind(*args, **kwargs)
         call.apply_defaults()
         queries, keys = call.arguments["queries"], call.arguments["keys"]
@@ -122,15 +122,15 @@ class LocalWindowProbe:
         B, S = queries.size(0), keys.size(1)
         lengths = valid_lens if valid_lens is not None else torch.full((B,), S, device=keys.device)
         with torch.no_grad():
-            centres = module.centres(queries, lengths, query_pos)
-            positions, inside = module.window_positions(centres, lengths)
+            centers = module.centers(queries, lengths, query_pos)
+            positions, inside = module.window_positions(centers, lengths)
         first = positions.masked_fill(~inside, S).min(dim=-1).values
         last = positions.masked_fill(~inside, -1).max(dim=-1).values
-        self._centres.append(centres.float().cpu())
+        self._centers.append(centers.float().cpu())
         self._windows.append(torch.stack([first, last], dim=-1).cpu())
 
     def __enter__(self) -> LocalWindowProbe:
-        self._centres.clear()
+        self._centers.clear()
         self._windows.clear()
         self._hook = self.attention.register_forward_hook(self._record, with_kwargs=True)
         return self
@@ -146,10 +146,10 @@ class LocalWindowProbe:
             self._hook = None
 
     def result(self) -> tuple[Tensor, Tensor]:
-        """(centres p_t [B, T] float, windows [B, T, 2] the first and last position inside)."""
-        if not self._centres:
+        """(centers p_t [B, T] float, windows [B, T, 2] the first and last position inside)."""
+        if not self._centers:
             raise RuntimeError("the local attention was not called while the probe was active")
-        return torch.cat(self._centres, dim=1), torch.cat(self._windows, dim=1)
+        return torch.cat(self._centers, dim=1), torch.cat(self._windows, dim=1)
 
 
 def forced_attention(
@@ -177,7 +177,7 @@ def forced_attention(
             probe = LocalWindowProbe(local) if local is not None else None
             with probe or nullcontext():
                 _, attn = model(batch.src, batch.src_lens, batch.tgt_in, need_weights=True)
-            centres, windows = probe.result() if probe is not None else (None, None)
+            centers, windows = probe.result() if probe is not None else (None, None)
             for row, i in enumerate(indices):
                 S, T = int(batch.src_lens[row]), int(batch.tgt_lens[row])
                 yield SentenceAttention(
@@ -188,7 +188,7 @@ def forced_attention(
                     tgt_pieces=[*vocab.tgt.id_to_piece(tgt_ids[i]), EOS_LABEL],
                     # [T, *heads, S], copied out so that no view keeps the batch alive
                     weights=attn[row, ..., :T, :S].movedim(-2, 0).float().cpu().clone(),
-                    centres=centres[row, :T] if centres is not None else None,
+                    centers=centers[row, :T] if centers is not None else None,
                     windows=windows[row, :T] if windows is not None else None,
                 )
             bar.update(len(indices))
@@ -233,9 +233,9 @@ def translation_attention(
 def word_attention(
     sentence: SentenceAttention, layer: int | None
 ) -> tuple[Tensor, Tensor, list[str]]:
-    """(piece rows [T_i - 1, S_i] normalised, without the target EOS row; word map [Tw, Sw]
+    """(piece rows [T_i - 1, S_i] normalized, without the target EOS row; word map [Tw, Sw]
     without either EOS; the source words)."""
-    rows = normalise_rows(summary_map(sentence.weights, layer)[:-1])
+    rows = normalize_rows(summary_map(sentence.weights, layer)[:-1])
     src, tgt = sentence.src_pieces[:-1], sentence.tgt_pieces[:-1]
     word_map = merge_to_words(rows[:, :-1], word_spans(tgt), word_spans(src))
     return rows, word_map, words(src)

@@ -32,7 +32,7 @@ CMAP = "Blues"
 
 
 def _panel_size(rows: int, columns: int) -> tuple[float, float]:
-    """(width, height) in inches of a labelled map of rows x columns pieces."""
+    """(width, height) in inches of a labeled map of rows x columns pieces."""
     return max(2.0 + INCH_PER_PIECE * columns, 4.0), max(1.5 + INCH_PER_PIECE * rows, 3.0)
 
 
@@ -59,19 +59,19 @@ def _draw_map(
     return image
 
 
-def draw_windows(ax: Axes, centres: Tensor, windows: Tensor) -> None:
-    """Local attention's centre p_t (a line through the rows) and window (a box per row).
+def draw_windows(ax: Axes, centers: Tensor, windows: Tensor) -> None:
+    """Local attention's center p_t (a line through the rows) and window (a box per row).
 
-    centres [T] in source positions; windows [T, 2] the first and last position inside.
+    centers [T] in source positions; windows [T, 2] the first and last position inside.
     """
-    rows = range(centres.size(0))
+    rows = range(centers.size(0))
     for t, (first, last) in zip(rows, windows.tolist(), strict=True):
         ax.add_patch(
             Rectangle(
                 (first - 0.5, t - 0.5), last - first + 1, 1, fill=False, edgecolor="tab:orange"
             )
         )
-    ax.plot(centres.tolist(), list(rows), "o-", color="tab:red", markersize=3, label="p_t")
+    ax.plot(centers.tolist(), list(rows), "o-", color="tab:red", markersize=3, label="p_t")
     ax.plot([], [], "s", mfc="none", color="tab:orange", label="window")
     ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
 
@@ -93,11 +93,11 @@ def attention_figure(
     src_pieces: Sequence[str],
     tgt_pieces: Sequence[str],
     title: str | None = None,
-    centres: Tensor | None = None,
+    centers: Tensor | None = None,
     windows: Tensor | None = None,
 ) -> Figure:
     """One map, weights [T, S], with T = len(tgt_pieces) and S = len(src_pieces); with local
-    attention's ``centres`` [T] and ``windows`` [T, 2] drawn over it."""
+    attention's ``centers`` [T] and ``windows`` [T, 2] drawn over it."""
     T, S = weights.shape
     if (len(tgt_pieces), len(src_pieces)) != (T, S):
         raise ValueError(
@@ -107,8 +107,8 @@ def attention_figure(
     fig = Figure(figsize=_panel_size(T, S))
     ax = fig.subplots()
     image = _draw_map(ax, weights, src_pieces, tgt_pieces, title)
-    if centres is not None and windows is not None:
-        draw_windows(ax, centres, windows)
+    if centers is not None and windows is not None:
+        draw_windows(ax, centers, windows)
     ax.set_xlabel("source")
     ax.set_ylabel("target")
     ax.xaxis.set_label_position("top")
@@ -126,7 +126,7 @@ def attention_grid_figure(
 ) -> Figure:
     """Multi-head attention, weights [T, L, H, S], as one figure.
 
-    On top, labelled: the mean over the heads of ``layer`` and, with several layers, the
+    On top, labeled: the mean over the heads of ``layer`` and, with several layers, the
     mean over every layer and head. Below, unlabelled: every layer (rows) and head (columns).
     """
     T, L, H, S = weights.shape
@@ -180,7 +180,7 @@ def heatmap(
     vmax: float | None = 1.0,
 ) -> Figure:
     """Any map [rows, columns], or several side by side [N, rows, columns] (one panel each,
-    ``titles`` naming them): attention weights (the default colours run from 0 to 1, rows
+    ``titles`` naming them): attention weights (the default colors run from 0 to 1, rows
     are queries, columns keys), or anything else with ``xlabel``/``ylabel`` and
     ``cmap``/``vmin``/``vmax`` (None: the data's own range)."""
     maps = torch.as_tensor(weights, dtype=torch.float32).detach().cpu()
@@ -224,7 +224,7 @@ def sentence_figure(sentence: SentenceAttention, layer: int = -1) -> Figure:
             sentence.src_pieces,
             sentence.tgt_pieces,
             title,
-            sentence.centres,
+            sentence.centers,
             sentence.windows,
         )
     return attention_grid_figure(grid, sentence.src_pieces, sentence.tgt_pieces, layer, title)

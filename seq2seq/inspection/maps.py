@@ -57,7 +57,7 @@ def summary_map(weights: Tensor, layer: int | None = None) -> Tensor:
     return grid[:, check_layer(layer, grid.size(1))].mean(dim=1)
 
 
-def normalise_rows(weights: Tensor) -> Tensor:
+def normalize_rows(weights: Tensor) -> Tensor:
     """Each row [..., S] divided by its sum; rows without mass stay zero.
 
     Local-p attention multiplies its softmax by a Gaussian, so its rows sum to less than 1.

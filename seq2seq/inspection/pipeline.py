@@ -6,7 +6,7 @@ Into the output folder:
   line has nothing to draw);
 - ``alignments.txt``: word alignments in Pharaoh format, one line per input line (with a
   reverse-direction model also ``alignments.forward.txt`` and ``alignments.reverse.txt``,
-  the two directions before symmetrisation);
+  the two directions before symmetrization);
 - ``translations.txt``: the translations aligned, when no reference was given;
 - ``stats.json``: corpus and per-sentence statistics (``stats.py``);
 - ``report.html``: the interactive report of the sentences drawn.
@@ -54,7 +54,7 @@ log = logging.getLogger("seq2seq")
 
 
 @dataclass
-class InspectOptions:
+class InspectSettings:
     """How attention becomes alignments and pictures.
 
     layer: the Transformer layer whose mean over heads is aligned and measured (None: the
@@ -96,8 +96,8 @@ class _Forward:
     heatmaps: list[Path] = field(default_factory=list)
 
 
-def _analyse(
-    sentences: Iterator[SentenceAttention], options: InspectOptions, out: Path
+def _analyze(
+    sentences: Iterator[SentenceAttention], options: InspectSettings, out: Path
 ) -> _Forward:
     kept = _Forward()
     draw_layer = options.layer if options.layer is not None else -1
@@ -122,7 +122,7 @@ def _backward_links(
     sources: Sequence[str],
     targets: Sequence[str],
     shapes: dict[int, tuple[int, int]],
-    options: InspectOptions,
+    options: InspectSettings,
 ) -> dict[int, set[Link]]:
     """The reverse model's links (as (source, target)) for sentences whose words match."""
     backward: dict[int, set[Link]] = {}
@@ -150,7 +150,7 @@ def inspect_attention(
     trained: Trained,
     sources: Sequence[str],
     out_dir: str | Path,
-    options: InspectOptions,
+    options: InspectSettings,
     references: Sequence[str] | None = None,
     search: SearchSettings | None = None,
     reverse: Trained | None = None,
@@ -160,7 +160,7 @@ def inspect_attention(
 
     With ``references``, forced decoding of them; otherwise the model's own translation
     with ``search``. ``reverse``: a model of the other direction (target -> source) whose
-    links are symmetrised with the forward ones.
+    links are symmetrized with the forward ones.
     """
     for model in (trained, reverse):
         if model is not None:
@@ -180,7 +180,7 @@ def inspect_attention(
             options.max_source_len,
         )
     with closing(stream):  # a write failing mid-way still ends the stream's inference mode
-        kept = _analyse(stream, options, out)
+        kept = _analyze(stream, options, out)
     n = len(sources)
     targets = [kept.targets[i] for i in range(n)]
     files: list[Path] = []

@@ -99,7 +99,7 @@ function drawHeatmap(sec) {
       td.style.backgroundColor = "rgba(8, 48, 107, " + w.toFixed(3) + ")";
       td.title = p + " \\u2192 " + s.src[k] + ": " + w.toFixed(3);
       if (s.windows && k >= s.windows[t][0] && k <= s.windows[t][1]) td.classList.add("win");
-      if (s.centres && Math.round(s.centres[t]) === k) td.textContent = "\\u2022";
+      if (s.centers && Math.round(s.centers[t]) === k) td.textContent = "\\u2022";
     });
     return tr;
   });
@@ -192,8 +192,8 @@ def _sentence_data(sentence: SentenceAttention, links: str) -> dict:
         "w": per_mille.tolist(),  # [T][G][S], weights x 1000
         "links": links,
     }
-    if sentence.centres is not None and sentence.windows is not None:
-        record["centres"] = [round(c, 2) for c in sentence.centres.tolist()]
+    if sentence.centers is not None and sentence.windows is not None:
+        record["centers"] = [round(c, 2) for c in sentence.centers.tolist()]
         record["windows"] = sentence.windows.tolist()
     return record
 

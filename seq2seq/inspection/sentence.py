@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Attention:
+class AttentionMaps:
     """One sentence's attention, as ``seq2seq attention`` computes it.
 
     Attributes:
@@ -34,7 +34,7 @@ class Attention:
             rescaled to sum to 1, pieces merged into words
         alignment: (source word, target word) links read off ``word_weights`` (Pharaoh's
             order, 0-based), as ``alignments.txt`` of ``seq2seq attention`` has them
-        centres, windows: local attention's window centres [T] and first/last positions
+        centers, windows: local attention's window centers [T] and first/last positions
             [T, 2] (None for other attention)
     """
 
@@ -48,7 +48,7 @@ class Attention:
     tgt_words: list[str]
     word_weights: np.ndarray
     alignment: list[Link]
-    centres: np.ndarray | None = None
+    centers: np.ndarray | None = None
     windows: np.ndarray | None = None
     layer: int | None = None
 
@@ -59,7 +59,7 @@ class Attention:
 
     def plot(self, layer: int | None = None) -> Figure:
         """The heatmap: one map for single-head attention, else the summary on top and
-        every layer (rows) x head (columns) below; ``layer`` picks the layer summarised on
+        every layer (rows) x head (columns) below; ``layer`` picks the layer summarized on
         top (default: the one given to ``attention``, else the last)."""
         import torch
 
@@ -72,20 +72,20 @@ class Attention:
             src_pieces=self.src_pieces,
             tgt_pieces=self.tgt_pieces,
             weights=torch.from_numpy(self.weights),
-            centres=None if self.centres is None else torch.from_numpy(self.centres),
+            centers=None if self.centers is None else torch.from_numpy(self.centers),
             windows=None if self.windows is None else torch.from_numpy(self.windows),
         )
         chosen = layer if layer is not None else self.layer
         return sentence_figure(sentence, chosen if chosen is not None else -1)
 
 
-def attention_of(sentence: SentenceAttention, layer: int | None, method: Method) -> Attention:
-    """The ``Attention`` of one collected sentence (the pipeline's own word maps and links)."""
+def attention_of(sentence: SentenceAttention, layer: int | None, method: Method) -> AttentionMaps:
+    """The ``AttentionMaps`` of one collected sentence (the pipeline's own word maps and links)."""
     summary = summary_map(sentence.weights, layer)
     _, word_map, src_words = word_attention(sentence, layer)
     from seq2seq.inspection.words import words
 
-    return Attention(
+    return AttentionMaps(
         source=sentence.source,
         target=sentence.target,
         src_pieces=sentence.src_pieces,
@@ -96,7 +96,7 @@ def attention_of(sentence: SentenceAttention, layer: int | None, method: Method)
         tgt_words=words(sentence.tgt_pieces[:-1]),
         word_weights=word_map.float().numpy(),
         alignment=sorted(extract_links(word_map, method)),
-        centres=None if sentence.centres is None else sentence.centres.numpy(),
+        centers=None if sentence.centers is None else sentence.centers.numpy(),
         windows=None if sentence.windows is None else sentence.windows.numpy(),
         layer=layer,
     )

@@ -79,9 +79,9 @@ def sentence_stats(
 ) -> SentenceStats:
     """The statistics of one sentence.
 
-    pieces_map: [T, S] normalised rows without the target EOS row (T may be 0), the last
-    column being the source EOS, labelled by ``src_pieces``; word_map: [Tw, Sw] the same
-    rows merged into words, the columns labelled by ``src_words``.
+    pieces_map: [T, S] normalized rows without the target EOS row (T may be 0), the last
+    column being the source EOS, labeled by ``src_pieces``; word_map: [Tw, Sw] the same
+    rows merged into words, the columns labeled by ``src_words``.
     """
     rows = pieces_map.double()
     T = rows.size(0)
@@ -116,7 +116,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 @dataclass
 class CorpusStats:
-    """Sentence statistics gathered one by one, summarised for the whole corpus."""
+    """Sentence statistics gathered one by one, summarized for the whole corpus."""
 
     sentences: list[SentenceStats] = field(default_factory=list)
 

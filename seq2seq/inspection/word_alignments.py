@@ -1,4 +1,4 @@
-"""Word alignments from attention: hard links, symmetrisation of two directions, the
+"""Word alignments from attention: hard links, symmetrization of two directions, the
 Pharaoh format, and their alignment error rate against gold alignments.
 
 A link ``(i, j)`` joins source word ``i`` and target word ``j`` (0-indexed, source first,
@@ -8,7 +8,7 @@ level, ``[Tw, Sw]`` (target rows, source columns: see ``words.merge_to_words``).
 With a second model trained in the reverse direction (target -> source), its attention
 gives links the other way; ``symmetrize`` combines the two as Koehn et al. (2003) do:
 ``intersection`` (precise), ``union`` (complete), ``grow-diag`` (the intersection grown
-into neighbouring, diagonal included, union links that align a still unaligned word) and
+into neighboring, diagonal included, union links that align a still unaligned word) and
 ``grow-diag-final`` (then any union link that aligns a still unaligned word).
 
 Scoring: the alignment error rate, precision and recall against gold alignments (Och &
@@ -55,7 +55,7 @@ Symmetrization = Literal["intersection", "union", "grow-diag", "grow-diag-final"
 
 _GOLD_LINK = re.compile(r"(\d+)([-pP?])(\d+)(?:-?([sSpP]))?")
 _PLAIN_LINK = re.compile(r"(\d+)-(\d+)")
-_NEIGHBOURS = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+_NEIGHBORS = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
 
 
 def argmax_links(weights: Tensor) -> set[Link]:
@@ -108,7 +108,7 @@ def grow_diag(forward: set[Link], backward: set[Link], final: bool = False) -> s
     while grown:
         grown = False
         for i, j in sorted(links):
-            for di, dj in _NEIGHBOURS:
+            for di, dj in _NEIGHBORS:
                 a, b = i + di, j + dj
                 unaligned = a not in src_done or b not in tgt_done
                 if unaligned and (a, b) in union and (a, b) not in links:

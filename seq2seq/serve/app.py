@@ -53,7 +53,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
-class ServerOptions:
+class ServerSettings:
     """How the server takes requests: their limits, how many may be in flight at once,
     how long the batcher waits for more, and the model's name (the page's title, in
     /health: never a path of the server's disk)."""
@@ -64,7 +64,7 @@ class ServerOptions:
     model: str
 
 
-def create_app(engine: Engine, options: ServerOptions) -> FastAPI:
+def create_app(engine: Engine, options: ServerSettings) -> FastAPI:
     """The application serving ``engine``'s model."""
     batcher = Batcher(engine.run, engine.model.max_tokens, options.batch_wait_s)
 
@@ -195,7 +195,7 @@ def _exit_quietly(signum: int, frame: object) -> NoReturn:
     raise SystemExit(0 if signum == signal.SIGTERM else 128 + signum)
 
 
-def serve_forever(engine: Engine, options: ServerOptions, host: str, port: int) -> None:
+def serve_forever(engine: Engine, options: ServerSettings, host: str, port: int) -> None:
     """Serve until SIGTERM or SIGINT; requests in flight are answered before the end."""
     sock = _listen(host, port)
     app = create_app(engine, options)

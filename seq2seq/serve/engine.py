@@ -72,7 +72,7 @@ class Engine:
     def run(self, key: SearchKey, sentences: Sequence[Sentence]) -> list[dict[str, Any]]:
         """Translate ``sentences`` with ``key``'s search: one answer each (see
         ``schema.SentenceTranslation``), in their order."""
-        search = dataclasses.replace(self.model.search, beam_size=key.beam, n_best=key.n_best)
+        search = dataclasses.replace(self.model.search, beam=key.beam, n_best=key.n_best)
         translations = self.model.translate_all([s.text for s in sentences], search=search)
         inspected = self._inspect(sentences, translations)
         answers = []

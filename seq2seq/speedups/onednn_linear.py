@@ -44,7 +44,7 @@ def available() -> bool:
 
 def packed_weight(layer: nn.Linear) -> Tensor:
     """``layer.weight`` [out, in] reordered into oneDNN's layout, reordered again only when
-    it has changed since (an optimiser step bumps its version, loading replaces it)."""
+    it has changed since (an optimizer step bumps its version, loading replaces it)."""
     weight = layer.weight
     key = (weight._version, weight.data_ptr())
     cached = _packed.get(layer)

@@ -14,7 +14,7 @@ A line's first word is not counted, since its position decides its case there, u
 word is seen nowhere else. Three rules, in order:
 
 - A word seen in more than one form (German *junge*: "eine junge Frau", "ein Junge") takes
-  the form its neighbours make most likely: the form's count times the probabilities of the
+  the form its neighbors make most likely: the form's count times the probabilities of the
   word before and the word after given the form (naive Bayes, add-``SMOOTHING`` estimates
   over the words of the text).
 - Any other word seen takes its one form.
@@ -39,8 +39,8 @@ from seq2seq.common.errors import DataError
 
 WORD = re.compile(r"\w+")
 FORMAT = 2  # version of the saved table
-START, END = "<s>", "</s>"  # the neighbours of a line's first and last word
-SMOOTHING = 0.1  # added to every neighbour count (val chose it: docs/benchmarks/selection.md)
+START, END = "<s>", "</s>"  # the neighbors of a line's first and last word
+SMOOTHING = 0.1  # added to every neighbor count (val chose it: docs/benchmarks/selection.md)
 ENDINGS = (3, 2, 1)  # the lengths of the endings that guess an unseen word's case
 MIN_ENDING = 5  # words seen once that an ending must have to guess
 
@@ -66,7 +66,7 @@ class FormCounts:
 
 @dataclass(frozen=True)
 class Recaser:
-    """A lowercased word's cased form, chosen by its neighbours where it has several, and the
+    """A lowercased word's cased form, chosen by its neighbors where it has several, and the
     case of words never seen.
 
     Attributes:
@@ -85,7 +85,7 @@ class Recaser:
     def learn(cls, lines: Iterable[str]) -> Recaser:
         """The table of cased ``lines`` (a DataError if they hold no word). They are read
         twice, so they are a list or an iterable that starts again each time (such as
-        ``TextLines(path)``): memory holds the words and the neighbours of the ambiguous
+        ``TextLines(path)``): memory holds the words and the neighbors of the ambiguous
         ones, never the text."""
         if iter(lines) is lines:
             raise TypeError("Recaser.learn reads its lines twice: give a list, not an iterator")
@@ -103,7 +103,7 @@ class Recaser:
             for word, counts in inside.items()
             if len(counts) > 1
         }
-        for line in lines:  # again: the neighbours of the ambiguous words
+        for line in lines:  # again: the neighbors of the ambiguous words
             words = WORD.findall(line)
             lowered = [START, *(word.lower() for word in words), END]
             for position, word in enumerate(words[1:], 1):

@@ -1,5 +1,5 @@
 """Corpus scoring with sacrebleu: BLEU / chrF / TER with signatures, paired bootstrap, and the
-Multi30k-literature BLEU (lowercased, Moses-normalised, Moses-tokenised text).
+Multi30k-literature BLEU (lowercased, Moses-normalized, Moses-tokenized text).
 
 Every result is a plain dict of floats, ints and strings, so it can be printed with ``json.dumps``.
 Scores are on sacrebleu's 0-100 scale.
@@ -90,10 +90,10 @@ def _bleu_result(metric: BLEU, hyps: Sequence[str], refs: Sequence[str]) -> Bleu
 def score_corpus(
     hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[str] = ("bleu", "chrf")
 ) -> dict[str, MetricScore]:
-    """Score detokenised hypotheses against one detokenised reference each.
+    """Score detokenized hypotheses against one detokenized reference each.
 
     ``metrics`` picks from ``METRICS`` (``bleu``, ``chrf``, ``ter``); each uses sacrebleu's
-    defaults (BLEU: cased, 13a tokenisation). Returns ``{name: {"score", "signature", ...}}``;
+    defaults (BLEU: cased, 13a tokenization). Returns ``{name: {"score", "signature", ...}}``;
     the BLEU entry adds ``precisions``, ``bp``, ``hyp_len`` and ``ref_len``.
     """
     unknown = [name for name in metrics if name not in METRICS]
@@ -115,7 +115,7 @@ def score_corpus(
 
 @cache
 def _moses(lang: str) -> tuple[MosesPunctNormalizer, MosesTokenizer]:
-    """The (slow to build) Moses normaliser and tokeniser for ``lang``, built once per language.
+    """The (slow to build) Moses normalizer and tokenizer for ``lang``, built once per language.
 
     ``perl_parity`` keeps normalize-punctuation.perl's quirks that the Multi30k references carry,
     e.g. a right single quote not between two ASCII letters becomes ``"`` (``d’œil``).
@@ -124,11 +124,11 @@ def _moses(lang: str) -> tuple[MosesPunctNormalizer, MosesTokenizer]:
 
 
 def literature_tokenize(line: str, lang: str) -> str:
-    """Lowercase, Moses-normalise punctuation, Moses-tokenise with XML escaping (``&apos;``).
+    """Lowercase, Moses-normalize punctuation, Moses-tokenize with XML escaping (``&apos;``).
 
     Reproduces the Multi30k ``*.lc.norm.tok.*`` references, i.e.
     ``lowercase | normalize-punctuation.perl -l L | tokenizer.perl -l L``, tokens joined by
-    single spaces. The newline appended before normalising stands in for the one Perl keeps
+    single spaces. The newline appended before normalizing stands in for the one Perl keeps
     on each line: some rules only fire before it, e.g. German/French ``tea."`` -> ``tea".``.
     """
     normalizer, tokenizer = _moses(lang)
@@ -137,9 +137,9 @@ def literature_tokenize(line: str, lang: str) -> str:
 
 
 def literature_metric() -> BLEU:
-    """sacrebleu's BLEU for ``literature_tokenize``d lines: it does not tokenise again, and its
+    """sacrebleu's BLEU for ``literature_tokenize``d lines: it does not tokenize again, and its
     signature says so (``case:lc|tok:none``)."""
-    # force: the text is tokenised on purpose, so sacrebleu's "forgot to detokenize?"
+    # force: the text is tokenized on purpose, so sacrebleu's "forgot to detokenize?"
     # warning (lines ending in " .") would be noise
     return BLEU(tokenize="none", lowercase=True, force=True)
 
@@ -147,7 +147,7 @@ def literature_metric() -> BLEU:
 def literature_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> BleuScore:
     """BLEU as the Multi30k literature reports it: on ``literature_tokenize``d text.
 
-    Both ``hyps`` and ``refs`` are raw (detokenised, cased) lines.
+    Both ``hyps`` and ``refs`` are raw (detokenized, cased) lines.
     """
     _check_pairs(hyps, refs)
     return _bleu_result(
@@ -169,8 +169,8 @@ def score_translations(
     """What ``seq2seq evaluate`` reports: sacreBLEU and chrF, and the literature's BLEU when
     the target language ``lang`` is known.
 
-    ``remove_bpe``: both sides are subword-nmt pieces of text tokenised as the literature
-    tokenises it (a corpus cut as fairseq's Multi30k baseline cut its own): they are joined
+    ``remove_bpe``: both sides are subword-nmt pieces of text tokenized as the literature
+    tokenizes it (a corpus cut as fairseq's Multi30k baseline cut its own): they are joined
     into tokens first, and the literature's BLEU takes those tokens as they are, which is
     how fairseq scores that baseline; sacreBLEU and chrF then score the tokens too.
     """

@@ -1,8 +1,8 @@
-"""SentencePiece vocabularies: training, serialisation, encode/decode, and an on-disk cache.
+"""SentencePiece vocabularies: training, serialization, encode/decode, and an on-disk cache.
 
 Every model reserves the same special ids (pad 0, unk 1, bos 2, eos 3) and falls back
 to UTF-8 bytes for characters it never saw, so no text is lost: ``decode(encode(t))``
-gives back ``t`` after SentencePiece's normalisation (NFKC, runs of whitespace collapsed,
+gives back ``t`` after SentencePiece's normalization (NFKC, runs of whitespace collapsed,
 leading and trailing whitespace removed).
 
 A trained ``Vocabulary`` is cached under ``cache_dir/spm/<key>/``, the key hashing the
@@ -57,7 +57,7 @@ class VocabSettings:
     ``max_piece_length`` caps a piece's characters (SentencePiece's
     ``max_sentencepiece_length``): a small cap splits long compounds into pieces.
     ``lowercase`` makes the model fold case when it encodes (SentencePiece's ``nmt_nfkc_cf``
-    normalisation, stored in the model): it reads and writes lowercased text, at training
+    normalization, stored in the model): it reads and writes lowercased text, at training
     and at translation time alike. ``joint``: one model for both sides. The training split's
     vocabulary is trained on ``sample`` pairs drawn at random with ``seed`` (0, or a sample
     at least as large as the split: every pair, in order), with ``threads`` threads; the
@@ -246,7 +246,7 @@ class Vocabulary:
 
     @property
     def fingerprint(self) -> str:
-        """A hash of the models: equal fingerprints, identical tokenisation."""
+        """A hash of the models: equal fingerprints, identical tokenization."""
         digest = hashlib.sha256(b"joint" if self.joint else b"separate")
         for model in (self.src.to_bytes(), self.tgt.to_bytes()):
             digest.update(len(model).to_bytes(8, "little"))

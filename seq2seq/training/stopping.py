@@ -1,7 +1,7 @@
 """Stopping a run so that it can be resumed exactly.
 
 ``GracefulStop``: SIGINT (Ctrl-C) or SIGTERM (what schedulers send) finishes the current
-optimiser step, then every process stops together, without the validation Lightning runs
+optimizer step, then every process stops together, without the validation Lightning runs
 when a run stops early (a scheduler's grace period is short, and the epoch is unfinished);
 ``fit`` then reports the step and the last checkpoint and exits with ``128 + signal`` (130,
 143). A second signal ends the process at once without saving.
@@ -11,7 +11,7 @@ final step of a run that stops mid-epoch (``max_steps``, ``max_time``, a signal)
 state after every validation, so that ``--ckpt_path last`` continues from the next batch.
 
 ``PreparationStop``: before that, while the data are prepared (the corpus read into Arrow,
-the vocabulary trained, the splits tokenised: minutes on a large corpus), SIGINT or SIGTERM
+the vocabulary trained, the splits tokenized: minutes on a large corpus), SIGINT or SIGTERM
 ends the command at once, in one line, with ``128 + signal``. The signal is raised as an
 exception, so every cache write on the way out removes its partial files (each cache is
 written under temporary names and renamed when whole), and the next run reuses what was
@@ -120,7 +120,7 @@ class GracefulStop(Callback):
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if (batch_idx + 1) % trainer.accumulate_grad_batches:
-            return  # only after an optimiser step: a resume cannot rebuild half an accumulation
+            return  # only after an optimizer step: a resume cannot rebuild half an accumulation
         stopped_by = self.requested
         if trainer.world_size > 1:
             # One collective on every process at every step: the stop is agreed by all of

@@ -1,7 +1,7 @@
 """The LightningModule: a plain ``EncoderDecoder`` trained with label-smoothed cross-entropy.
 
 One shared step computes the loss for train/val/test; validation and test also decode
-(greedy or beam) and score BLEU/chrF on detokenised text against the raw references.
+(greedy or beam) and score BLEU/chrF on detokenized text against the raw references.
 """
 
 from __future__ import annotations
@@ -87,11 +87,11 @@ class TranslationTask(pl.LightningModule):
         schedule: The learning rate after the warm-up: ``inverse_sqrt`` decays as
             1/sqrt(step), ``constant`` stays at ``lr``, ``cosine`` reaches 0 at the last
             step that ``trainer.max_epochs`` or ``trainer.max_steps`` allows.
-        val_beam_size: Beam size for the translations scored at each validation (1 is
+        val_beam: Beam size for the translations scored at each validation (1 is
             greedy search, the fastest).
-        test_beam_size: Beam size for the translations scored by ``seq2seq test``.
+        test_beam: Beam size for the translations scored by ``seq2seq test``.
         length_penalty: GNMT length-penalty alpha of validation and test search (0: none;
-            higher favours longer translations); ``translate`` and ``evaluate`` use it too
+            higher favors longer translations); ``translate`` and ``evaluate`` use it too
             unless given ``--length-penalty``.
         max_len_ratio: Validation and test translations stop at ``max_len_ratio`` times the
             source length plus ``max_len_offset`` tokens.
@@ -119,8 +119,8 @@ class TranslationTask(pl.LightningModule):
         weight_decay: Annotated[float, Range(0)] = 0.0,
         warmup_steps: Annotated[int, Range(0)] = 1000,
         schedule: Schedule = "inverse_sqrt",
-        val_beam_size: Annotated[int, Range(1)] = 1,
-        test_beam_size: Annotated[int, Range(1)] = 5,
+        val_beam: Annotated[int, Range(1)] = 1,
+        test_beam: Annotated[int, Range(1)] = 5,
         length_penalty: Annotated[float, Range(0)] = 1.0,
         max_len_ratio: Annotated[float, Range(0)] = 1.5,
         max_len_offset: Annotated[int, Range(0)] = 10,
@@ -141,8 +141,8 @@ class TranslationTask(pl.LightningModule):
             max_len_offset=max_len_offset,
         )
         self.searches = {
-            "val": dataclasses.replace(limits, beam_size=val_beam_size),
-            "test": dataclasses.replace(limits, beam_size=test_beam_size),
+            "val": dataclasses.replace(limits, beam=val_beam),
+            "test": dataclasses.replace(limits, beam=test_beam),
         }
         self.run_config: str | None = None  # the CLI's YAML config, saved into checkpoints
         self.flops_per_batch: int | None = None  # ThroughputMonitor asks; not measured
@@ -230,7 +230,7 @@ class TranslationTask(pl.LightningModule):
         if self.nonfinite_loss == "skip" and trainer.world_size > 1:
             raise Seq2SeqError(
                 "model.nonfinite_loss: skip works on one process only (Lightning cannot skip "
-                "an optimiser step under DDP); use stop"
+                "an optimizer step under DDP); use stop"
             )
 
     def on_fit_start(self) -> None:
@@ -307,7 +307,7 @@ class TranslationTask(pl.LightningModule):
         if self.trainer.is_global_zero:
             log.info(f"{stage} example: {hyps[0]!r} (reference: {refs[0]!r})")
 
-    # -- optimisation and checkpoints --------------------------------------------------
+    # -- optimization and checkpoints --------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
         # fused on CUDA, unless gradients are clipped: Lightning refuses to clip a fused
         # optimizer's gradients under mixed precision

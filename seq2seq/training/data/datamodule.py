@@ -1,11 +1,11 @@
-"""The LightningDataModule: a source, a SentencePiece vocabulary, cached tokenised splits, and
+"""The LightningDataModule: a source, a SentencePiece vocabulary, cached tokenized splits, and
 length-bucketed batches under a token budget.
 
-    source --load_split--> Arrow text --load_or_tokenise--> ids + lengths --> Batches
+    source --load_split--> Arrow text --load_or_tokenize--> ids + lengths --> Batches
 
 Everything that grows with the corpus lives in files under ``cache_dir``: the text
-(``text/``, memory-mapped Arrow, see ``sources``) and the tokenised splits (``tokens/``,
-read row by row, see ``tokenised``; keyed on the text's key and the vocabulary). Each is
+(``text/``, memory-mapped Arrow, see ``sources``) and the tokenized splits (``tokens/``,
+read row by row, see ``tokenized``; keyed on the text's key and the vocabulary). Each is
 found again from file identities and settings, without reading the corpus, so a second run,
 or every process of a multi-device run after ``prepare_data``, reads the same files. The
 vocabulary is trained on a sample of the training split (or loaded from ``cache_dir/spm``)
@@ -45,10 +45,10 @@ from seq2seq.text.tokenizer import ModelType, VocabSettings, Vocabulary, load_or
 from seq2seq.training.data.sampled_segmentation import SampledSegmentations
 from seq2seq.training.data.sources import load_split
 from seq2seq.training.data.split_text import SplitText
-from seq2seq.training.data.tokenised import TokenisedRows, load_or_tokenise
+from seq2seq.training.data.tokenized import TokenizedRows, load_or_tokenize
 
-TOKENS_FORMAT = 4  # part of the tokenised cache's key: bump when its files change
-PARALLEL_MIN_PAIRS = 100_000  # below this, tokenising in one process is faster than forking
+TOKENS_FORMAT = 4  # part of the tokenized cache's key: bump when its files change
+PARALLEL_MIN_PAIRS = 100_000  # below this, tokenizing in one process is faster than forking
 
 log = logging.getLogger("seq2seq")
 
@@ -97,7 +97,7 @@ class TranslationDataModule(pl.LightningDataModule):
         eval_max_tokens: The same bound per validation/test batch (default: ``max_tokens``).
         max_len: Training pairs with more pieces than this (at least 1) on a side are
             filtered out, as are pairs with an empty side; the counts are reported.
-        cache_dir: Folder for the text, the vocabulary and the tokenised splits, found
+        cache_dir: Folder for the text, the vocabulary and the tokenized splits, found
             again by later runs without reading the corpus.
         seed: Seed of SentencePiece's training sample and of the batch order.
         num_workers: DataLoader worker processes (0: load batches in the main process).
@@ -106,16 +106,16 @@ class TranslationDataModule(pl.LightningDataModule):
             (0: all); part of the vocabulary's cache key, since the pieces depend on it.
         spm_threads: Threads for SentencePiece training (default: every core); part of the
             vocabulary's cache key, since the pieces depend on it.
-        num_proc: Processes tokenising a split of ``PARALLEL_MIN_PAIRS`` (100,000) pairs or
+        num_proc: Processes tokenizing a split of ``PARALLEL_MIN_PAIRS`` (100,000) pairs or
             more (default: every core).
         allow_same_language: Allow ``src_lang`` equal to ``tgt_lang`` (both sides then read
             the same text, e.g. for a copy or denoising model); an error otherwise.
-        subword_nbest: Subword regularisation (0: off, the default): each epoch trains on a
+        subword_nbest: Subword regularization (0: off, the default): each epoch trains on a
             segmentation of every pair drawn from its ``subword_nbest`` most likely ones
             (64 is usual; unigram vocabularies only); see
             ``seq2seq.training.data.sampled_segmentation``. Validation and test read the best one.
         subword_alpha: The draw's smoothing: each segmentation's likelihood to this power
-            (at least 0; 0 draws uniformly, larger favours the best; 0.1 is usual).
+            (at least 0; 0 draws uniformly, larger favors the best; 0.1 is usual).
     """
 
     def __init__(
@@ -185,7 +185,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.cache_dir = Path(cache_dir)
         self._vocab: Vocabulary | None = None
         self._texts: dict[str, SplitText] = {}
-        self._tokenised: dict[str, tuple[TokenisedRows, np.ndarray]] = {}
+        self._tokenized: dict[str, tuple[TokenizedRows, np.ndarray]] = {}
         self._budget_checked = False
 
     # -- vocabulary ------------------------------------------------------------------
@@ -220,12 +220,12 @@ class TranslationDataModule(pl.LightningDataModule):
         index them)."""
         return self.text(split).tgt
 
-    # -- tokenised splits ------------------------------------------------------------
+    # -- tokenized splits ------------------------------------------------------------
     def prepare_data(self) -> None:
-        """Train the vocabulary and tokenise the training and validation splits into the
+        """Train the vocabulary and tokenize the training and validation splits into the
         cache once, before the processes of a multi-device run each ``setup`` from it."""
         for split in (self.train_split, self.val_split):
-            self.tokenised(split)
+            self.tokenized(split)
 
     def setup(self, stage: str) -> None:
         splits = {
@@ -234,22 +234,22 @@ class TranslationDataModule(pl.LightningDataModule):
             "test": [self.test_split],
         }.get(stage, [])
         for split in splits:
-            self.tokenised(split)
+            self.tokenized(split)
 
-    def tokenised(self, split: str) -> tuple[TokenisedRows, np.ndarray]:
+    def tokenized(self, split: str) -> tuple[TokenizedRows, np.ndarray]:
         """Rows ``{"id", "src_ids", "tgt_ids"}`` of ``split`` (the training split filtered)
         and each row's cost in positions, ``max(src, tgt) + 1`` (for the batch sampler)."""
-        if split not in self._tokenised:
-            self._tokenised[split] = self._tokenise(split)
-        return self._tokenised[split]
+        if split not in self._tokenized:
+            self._tokenized[split] = self._tokenize(split)
+        return self._tokenized[split]
 
-    def _tokenise(self, split: str) -> tuple[TokenisedRows, np.ndarray]:
+    def _tokenize(self, split: str) -> tuple[TokenizedRows, np.ndarray]:
         text, vocab = self.text(split), self.vocab
         key = [TOKENS_FORMAT, text.key, vocab.fingerprint]
         fingerprint = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:32]
         cache = self.cache_dir / "tokens"
         num_proc = self.num_proc if len(text) >= PARALLEL_MIN_PAIRS else 1
-        rows = load_or_tokenise(text, vocab, cache, fingerprint, num_proc, f"tokenising {split}")
+        rows = load_or_tokenize(text, vocab, cache, fingerprint, num_proc, f"tokenizing {split}")
         src_len, tgt_len = rows.lengths[:, 0], rows.lengths[:, 1]
         lengths = np.maximum(src_len, tgt_len) + 1  # int32: 4 bytes a pair
         if split != self.train_split:
@@ -274,7 +274,7 @@ class TranslationDataModule(pl.LightningDataModule):
     # -- loaders ---------------------------------------------------------------------
     def _loader(self, split: str, max_tokens: int, shuffle: bool) -> ResumableLoader:
         """Length-bucketed batches; the training loader can resume in the middle of an epoch."""
-        rows, lengths = self.tokenised(split)
+        rows, lengths = self.tokenized(split)
         spec = self.vocab.spec
         batches = TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed)
         sampled = split == self.train_split and self.subword_nbest > 0
@@ -306,7 +306,7 @@ class TranslationDataModule(pl.LightningDataModule):
         longest = self.max_len + 1  # positions: pieces + EOS (or BOS)
         if self.max_tokens >= longest:
             return
-        _, lengths = self.tokenised(self.train_split)
+        _, lengths = self.tokenized(self.train_split)
         batches = len(cut_batches(np.sort(lengths), self.max_tokens)) - 1
         _report(
             f"data.max_tokens={self.max_tokens} is below the {longest} positions of the "

@@ -1,11 +1,11 @@
-"""Subword regularisation: a fresh segmentation of each training pair every epoch.
+"""Subword regularization: a fresh segmentation of each training pair every epoch.
 
 A unigram SentencePiece model gives every segmentation of a sentence a likelihood. Kudo
 (2018) trains on segmentations drawn from the ``nbest`` most likely ones, each with
 probability proportional to its likelihood to the power ``alpha``: a model that sees many
 segmentations of the same text leans less on any single one, which helps most on small
-corpora. The training split is tokenised once, with the best segmentation
-(``seq2seq.training.data.tokenised``); ``SampledSegmentations`` turns each row it reads back into
+corpora. The training split is tokenized once, with the best segmentation
+(``seq2seq.training.data.tokenized``); ``SampledSegmentations`` turns each row it reads back into
 text and draws a segmentation of it.
 
 The draws come from NumPy generators seeded with (seed, epoch, row), not from
@@ -26,7 +26,7 @@ from torch.utils.data import Dataset
 
 from seq2seq.inference.batching import LengthOrder
 from seq2seq.text.tokenizer import Vocabulary
-from seq2seq.training.data.tokenised import SIDES, TokenisedRows
+from seq2seq.training.data.tokenized import SIDES, TokenizedRows
 
 
 class SampledSegmentations(Dataset):
@@ -34,11 +34,11 @@ class SampledSegmentations(Dataset):
     random as it is read.
 
     Args:
-        rows: The training rows, tokenised with the best segmentation.
-        vocab: The (unigram) vocabulary that tokenised them.
+        rows: The training rows, tokenized with the best segmentation.
+        vocab: The (unigram) vocabulary that tokenized them.
         nbest: How many of the most likely segmentations a draw chooses from (at least 1).
         alpha: The power of each one's likelihood in the draw: 0 draws uniformly from the
-            ``nbest``, larger values favour the best (0.1 with 64, as Kudo, is usual).
+            ``nbest``, larger values favor the best (0.1 with 64, as Kudo, is usual).
         max_len: The most pieces a drawn side may have; a longer draw keeps the row's
             best segmentation.
         order: The batch sampler's ``LengthOrder``, whose epoch Lightning sets.
@@ -47,7 +47,7 @@ class SampledSegmentations(Dataset):
 
     def __init__(
         self,
-        rows: TokenisedRows,
+        rows: TokenizedRows,
         vocab: Vocabulary,
         nbest: int,
         alpha: float,

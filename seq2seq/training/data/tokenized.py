@@ -1,4 +1,4 @@
-"""Tokenised splits on disk, read row by row with plain reads.
+"""Tokenized splits on disk, read row by row with plain reads.
 
     <folder>/<key>.src.ids       int32: every row's source ids, rows in order
     <folder>/<key>.src.offsets   int64 [N + 1]: where row i's source ids start in .src.ids
@@ -41,7 +41,7 @@ ID_BYTES, OFFSET_BYTES = 4, 8  # int32 ids, int64 offsets
 
 
 def cache_files(folder: Path, key: str) -> dict[str, Path]:
-    """The files of one tokenised split, by role (``src.ids``, ..., ``lengths``)."""
+    """The files of one tokenized split, by role (``src.ids``, ..., ``lengths``)."""
     names = [f"{side}.{kind}" for side in SIDES for kind in ("ids", "offsets")]
     return {
         **{name: folder / f"{key}.{name}" for name in names},
@@ -49,9 +49,9 @@ def cache_files(folder: Path, key: str) -> dict[str, Path]:
     }
 
 
-class TokenisedRows(Dataset):
+class TokenizedRows(Dataset):
     """Rows ``{"id", "src_ids", "tgt_ids"}`` (ids as int32 arrays, no specials) of a
-    tokenised split, or of the subset ``rows`` (row numbers) of it. ``id`` is the row's
+    tokenized split, or of the subset ``rows`` (row numbers) of it. ``id`` is the row's
     number in its split. Files are opened on first read in each process (DataLoader
     workers included)."""
 
@@ -61,7 +61,7 @@ class TokenisedRows(Dataset):
         self.rows = rows
         self._open: tuple[int, dict[str, int]] | None = None  # (pid, descriptors)
 
-    def select(self, rows: np.ndarray) -> TokenisedRows:
+    def select(self, rows: np.ndarray) -> TokenizedRows:
         """The subset of ``rows`` (row numbers of the whole split, [M]), sharing the lengths."""
         subset = copy.copy(self)
         subset.rows, subset._open = rows.astype(np.int32), None
@@ -147,10 +147,10 @@ def _write(
         os.replace(parts[name], files[name])
 
 
-def load_or_tokenise(
+def load_or_tokenize(
     text: SplitText, vocab: Vocabulary, folder: Path, key: str, num_proc: int, desc: str
-) -> TokenisedRows:
-    """The tokenised rows of ``text``, from ``folder/<key>.*`` if there, else written there
+) -> TokenizedRows:
+    """The tokenized rows of ``text``, from ``folder/<key>.*`` if there, else written there
     first."""
     folder.mkdir(parents=True, exist_ok=True)
     files = cache_files(folder, key)
@@ -161,4 +161,4 @@ def load_or_tokenise(
             for part in folder.glob(f"{key}.*.{os.getpid()}.part"):
                 part.unlink(missing_ok=True)
             raise
-    return TokenisedRows(files)
+    return TokenizedRows(files)
