@@ -32,7 +32,7 @@ from benchkit import (
 )
 
 from seq2seq.attention import AdditiveAttention
-from seq2seq.inference.batching import Batch
+from seq2seq.batch import Batch
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.speedups.malloc import keep_freed_memory

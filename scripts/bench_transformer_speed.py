@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from benchkit import SIZE, alternate, multi30k_batches, ours_loss, save_json, train_step
 from torch import Tensor, nn
 
-from seq2seq.inference.batching import Batch
+from seq2seq.batch import Batch
 from seq2seq.masking import sequence_mask
 from seq2seq.model import VocabSpec
 from seq2seq.speedups.malloc import keep_freed_memory

@@ -29,8 +29,8 @@ import torch
 import yaml
 from torch import Tensor, nn
 
+from seq2seq.batch import Batch
 from seq2seq.common.atomic import write_atomically
-from seq2seq.inference.batching import Batch
 from seq2seq.inference.checkpoint import average_checkpoints, save_checkpoint
 from seq2seq.model import VocabSpec
 from seq2seq.text.lines import read_lines

@@ -89,7 +89,7 @@ from gpukit import (
     write_split,
 )
 
-from seq2seq.inference.batching import Batch
+from seq2seq.batch import Batch
 from seq2seq.inference.checkpoint import Trained, read_checkpoint
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import translate_lines

@@ -24,7 +24,8 @@ from pytorch_lightning import Callback, LightningModule, Trainer
 from pytorch_lightning.utilities import move_data_to_device
 from torch.utils import benchmark
 
-from seq2seq.inference.batching import Batch, TokenBucketBatchSampler, collate
+from seq2seq.batch import Batch
+from seq2seq.inference.batching import TokenBucketBatchSampler, collate
 from seq2seq.model import VocabSpec
 from seq2seq.training.loss import label_smoothed_nll
 from seq2seq.transformer import Transformer

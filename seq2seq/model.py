@@ -33,17 +33,7 @@ from typing import Any, TypeVar
 
 from torch import Tensor, nn
 
-
-@dataclass(frozen=True)
-class VocabSpec:
-    """What a model needs to know about its vocabularies."""
-
-    src_size: int
-    tgt_size: int
-    pad_id: int
-    bos_id: int
-    eos_id: int
-    joint: bool  # one vocabulary (same ids) on both sides: embeddings may be shared
+from seq2seq.text.spec import VocabSpec
 
 
 def select_batch(value: Any, indices: Tensor) -> Any:

@@ -11,10 +11,9 @@ from pytorch_lightning.utilities import move_data_to_device
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from seq2seq.batch import Batch, SourceBatch
 from seq2seq.inference import batching
 from seq2seq.inference.batching import (
-    Batch,
-    SourceBatch,
     TokenBucketBatchSampler,
     collate,
     source_batches,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from seq2seq.batch import Batch
 from seq2seq.common.errors import DataError
-from seq2seq.inference.batching import Batch
 from seq2seq.text.tokenizer import Tokenizer, VocabSettings
 from seq2seq.training.data import datamodule as data_module
 from seq2seq.training.data import encode_pool, sources, tokenized

@@ -50,7 +50,8 @@ from test_recipes import printed_config, recipe_files
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from seq2seq.inference.batching import Batch, collate, cut_batches
+from seq2seq.batch import Batch
+from seq2seq.inference.batching import collate, cut_batches
 from seq2seq.inference.checkpoint import build_model
 from seq2seq.model import EncoderDecoder
 from seq2seq.text.demo_corpus import generate_pairs, write_corpus

@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 from tiny_run import tiny_config, write_config
 
+from seq2seq.batch import Batch
 from seq2seq.commands.main import main
-from seq2seq.inference.batching import Batch, collate
+from seq2seq.inference.batching import collate
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.text.demo_corpus import write_corpus
 from seq2seq.text.tokenizer import VocabSettings, Vocabulary

@@ -7,11 +7,9 @@ target + EOS. So a pair of ``m`` source and ``n`` target pieces costs
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,46 +18,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Sampler
 
-BatchT = TypeVar("BatchT", bound="SourceBatch")
-
-
-@dataclass
-class SourceBatch:
-    """Source sentences only, for translation.
-
-    src: [B, S] ids (EOS last, then pad_id); src_lens: [B] valid lengths (EOS included);
-    ids: [B] the index of each sentence in its split or input, to restore the order.
-    """
-
-    src: Tensor
-    src_lens: Tensor
-    ids: Tensor
-
-    def pin_memory(self: BatchT) -> BatchT:
-        """The batch in page-locked memory (a DataLoader with ``pin_memory`` calls this), from
-        which a non-blocking copy to a GPU runs while the host goes on."""
-        tensors = [
-            f.name for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), Tensor)
-        ]
-        return dataclasses.replace(
-            self, **{name: getattr(self, name).pin_memory() for name in tensors}
-        )
-
-
-@dataclass
-class Batch(SourceBatch):
-    """Sentence pairs, for training and scoring.
-
-    tgt_in: [B, T] BOS + target ids; tgt_out: [B, T] target ids + EOS (both padded with
-    pad_id); tgt_lens: [B] valid lengths, the number of target ids + 1; target_tokens:
-    their sum, counted on the host when the batch is made, so that a training step on a GPU
-    need not wait for the GPU to read it back.
-    """
-
-    tgt_in: Tensor
-    tgt_out: Tensor
-    tgt_lens: Tensor
-    target_tokens: int
+from seq2seq.batch import Batch, SourceBatch
 
 
 def pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[Tensor, Tensor]:

@@ -31,7 +31,7 @@ import sentencepiece as spm
 from seq2seq.common.atomic import write_atomically
 from seq2seq.common.errors import CheckpointError, DataError
 from seq2seq.common.interruptible import call_interruptibly
-from seq2seq.model import VocabSpec
+from seq2seq.text.spec import VocabSpec
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 # "word": the text is segmented already (e.g. by subword-nmt); each whitespace-separated

@@ -18,9 +18,9 @@ import torch
 from pytorch_lightning.utilities import rank_zero_warn
 from torch import Tensor, nn
 
+from seq2seq.batch import Batch
 from seq2seq.common.errors import CheckpointError, Seq2SeqError
 from seq2seq.common.ranges import Range, check_arguments
-from seq2seq.inference.batching import Batch
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, Payload
 from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.model import EncoderDecoder, VocabSpec
