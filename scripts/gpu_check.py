@@ -1,5 +1,5 @@
-"""The GPU path, proven and measured in one short run (issue 44). On a machine with a CUDA
-GPU, in about 4 minutes (8 at most):
+"""The GPU path, proven and measured in one short run. On a machine with a CUDA GPU, in
+about 4 minutes (8 at most):
 
 1. tests: the model-level tests (masks, loss, attention, RNN, Transformer, search,
    ensembles) on the GPU (``pytest --device cuda``);
@@ -28,17 +28,16 @@ short table last. A section that fails is reported and the others still run; the
 status is then 1. Its scratch (corpora, checkpoints of 0.5 GB) goes to ``--work``, a
 temporary folder by default. The measuring tools are in ``gpukit.py`` beside it.
 
-On the lent GPU machine (its own Python 3.12 and PyTorch with CUDA, Lightning,
-torchmetrics, sacrebleu, sentencepiece, pyarrow, matplotlib, no network; it lacks
-``datasets``, ``jsonargparse``'s signatures extra, ``sacremoses``, ``num2words``, ``babel``):
+On a GPU machine without a network whose Python has PyTorch with CUDA, Lightning,
+torchmetrics, sacrebleu, sentencepiece, pyarrow and matplotlib but lacks ``datasets``,
+``jsonargparse``'s signatures extra, ``sacremoses``, ``num2words`` and ``babel``:
 
-- here, beforehand: ``make gpu-wheels`` (pure-Python wheels of what it lacks, the versions
-  installed here, 14 MB, into the ignored folder ``.gpu-wheels``);
-- there, with ``.gpu-wheels`` carried (``carry: [".gpu-wheels"]``) and ``timeout_s`` 420
-  (room for one rerun in a 15-minute lease): ``make gpu-check GPU_CHECK_OUT=$OUT``, or
-  without make ``python3 -m pip install -q --no-index --no-deps --no-compile --target
-  /tmp/gpu-site .gpu-wheels/*.whl && PYTHONPATH=/tmp/gpu-site:$PWD python3
-  scripts/gpu_check.py --out $OUT``.
+- beforehand, where there is a network: ``make gpu-wheels`` (pure-Python wheels of what it
+  lacks, the versions installed here, into the ignored folder ``.gpu-wheels``);
+- there, with ``.gpu-wheels`` copied beside the checkout: ``make gpu-check
+  GPU_CHECK_OUT=OUT``, or without make ``python3 -m pip install -q --no-index --no-deps
+  --no-compile --target /tmp/gpu-site .gpu-wheels/*.whl && PYTHONPATH=/tmp/gpu-site:$PWD
+  python3 scripts/gpu_check.py --out OUT``.
 
 On a CPU, ``--device cpu --tiny`` runs every section on tiny sizes
 (tests/test_gpu_check.py), so the check cannot rot between the times a GPU is at hand.

@@ -17,9 +17,7 @@ from seq2seq.attention.scores import DistanceScore, DotScore
 from seq2seq.masking import key_mask, masked_softmax
 
 # SDPA's kernels but cuDNN's, which builds an execution plan for every new shape: with
-# batches of varying lengths nearly every step is one. On an H100 (scripts/gpu_check.py,
-# docs/benchmarks/gpu.md) letting SDPA choose cuDNN made the WMT Transformer base step
-# 2.7-4.8x slower than our explicit attention; without it SDPA is 2-26% faster.
+# batches of varying lengths nearly every step is one (docs/benchmarks/gpu.md).
 VARIABLE_SHAPE_BACKENDS = [
     SDPBackend.FLASH_ATTENTION,
     SDPBackend.EFFICIENT_ATTENTION,
@@ -59,11 +57,10 @@ class MultiHeadAttention(Attention):
     ``position_bias`` every head learns one bias per key position (up to
     ``max_positions``), so a head can attend to a fixed position whatever its content.
     ``attend(..., need_weights=False)`` returns ``None`` for the weights; with ``sdpa`` it
-    also takes PyTorch's fused ``scaled_dot_product_attention`` (same outputs). On a
-    2-core AVX-512 CPU at Multi30k lengths (B 130, T 16, dh 64) its forward+backward
-    measured 104 ms against 20 ms for the explicit path under bf16, so it is off by
+    also takes PyTorch's fused ``scaled_dot_product_attention`` (same outputs). At
+    Multi30k's lengths on a CPU it was slower than the explicit path, so it is off by
     default; it pays for long sequences and on GPUs (cuDNN's kernel excluded: see
-    ``VARIABLE_SHAPE_BACKENDS``).
+    ``VARIABLE_SHAPE_BACKENDS``; docs/benchmarks/speed.md, "Measurements behind choices").
 
     Args:
         query_size, key_size: As in ``Attention``.

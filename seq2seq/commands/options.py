@@ -7,7 +7,7 @@ function's docstring (``Args:``) becomes ``--max-len-ratio`` with its help, its 
 its default; a parameter whose type is a dataclass contributes the dataclass's fields (its
 ``Attributes:``), so that options shared by several commands are written once; a
 positional-only parameter (before ``/``) takes the command's positional arguments. Options
-are spelled with dashes, as users have always typed them: jsonargparse's own
+are spelled with dashes, as command lines usually are: jsonargparse's own
 ``add_function_arguments`` would spell them with underscores and take ``--ckpt+ B`` instead
 of a repeated ``--ckpt B`` and ``--bf16 true`` instead of ``--bf16``.
 """

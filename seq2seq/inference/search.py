@@ -30,7 +30,7 @@ class SearchSettings:
     """How to search, passed whole from the command line, the task and the checkpoint's
     config: beam size (1 = greedy), n-best, GNMT length penalty, the length limit
     floor(max_len_ratio * S_i + max_len_offset), and whether the caller runs the model
-    under bfloat16 autocast (about twice as fast on CPUs with AVX512-BF16 or AMX)."""
+    under bfloat16 autocast (faster on CPUs with AVX512-BF16 or AMX, slower elsewhere)."""
 
     beam: int = 5
     n_best: int = 1

@@ -1,5 +1,6 @@
-"""Speed tricks, each kept because a benchmark shows its gain (BENCHMARKS.md), each with
-the plain PyTorch path beside it and an off switch (``switch``: ``SEQ2SEQ_PLAIN``).
+"""Speed tricks, each kept because a benchmark shows its gain (docs/benchmarks/speed.md),
+each applied from outside the model core, each with the plain PyTorch path beside it and
+an off switch (``switch``: ``SEQ2SEQ_PLAIN``).
 
 - ``malloc``: glibc's malloc keeps freed memory in the process (training on a CPU);
 - ``cpu_dropout``: a dropout mask that is cheap to draw on a CPU (training on a CPU);

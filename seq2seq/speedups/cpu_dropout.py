@@ -1,8 +1,8 @@
 """Dropout whose mask is cheap to draw on a CPU.
 
 ``torch.nn.functional.dropout`` on a CPU tensor draws one Mersenne-Twister number per
-element (``bernoulli_``). On the 2-core machine this project targets that made dropout
-14% of a Transformer training step. Here every 64-bit draw gives four 16-bit numbers, and
+element (``bernoulli_``), a large share of a Transformer training step on a small CPU.
+Here every 64-bit draw gives four 16-bit numbers, and
 an element is kept when its number is at or above ``round(p * 2^16)`` in the unsigned
 16-bit range: the drop probability is ``p`` rounded to a multiple of 1/65536, and kept
 elements are scaled by the inverse of the exact keep probability, so the expectation is

@@ -8,9 +8,8 @@ again for the kernel to map and zero those pages. ``keep_freed_memory`` makes ma
 every block from its heap and never trim it, so the pages are reused: the process's peak
 memory is unchanged (it is reached on every step anyway), only the mapping churn goes away.
 
-Evidence: BENCHMARKS.md, "Keeping freed memory": 3598 against 2499 target tokens/s (1.44x)
-in whole 20-step rounds of ``scripts/bench_transformer_speed.py``, bit-identical results.
-The plain path: glibc's defaults, untouched (``SEQ2SEQ_PLAIN=malloc``, see ``switch``).
+Its gain: docs/benchmarks/speed.md, "Keeping freed memory" (bit-identical results). The
+plain path: glibc's defaults, untouched (``SEQ2SEQ_PLAIN=malloc``, see ``switch``).
 """
 
 from __future__ import annotations

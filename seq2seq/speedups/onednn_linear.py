@@ -2,18 +2,16 @@
 
 PyTorch computes a float32 ``nn.Linear`` on the CPU with MKL's sgemm. The oneDNN library
 that PyTorch bundles (and that CTranslate2 uses on AMD processors) runs the same products
-faster at the shapes of a search, once the weight is reordered into oneDNN's layout:
-[N, 256] x [256, 8000], the output layer, 14.9 against 18.1 ms at N = 760 rows and 0.13
-against 0.44 ms at N = 5; the feed-forward products 12-54% faster (2 threads, measured
-alone on the reference machine). A primitive for a new row count costs under a
-millisecond once the first has been built, so the search's changing row counts are fine.
+faster at the shapes of a search, once the weight is reordered into oneDNN's layout. A
+primitive for a new row count is cheap once the first has been built, so the search's
+changing row counts are fine.
 
 ``onednn_linears(model)`` is a context manager: inside it, every ``nn.Linear`` of
 ``model`` called without autograd on a float32 CPU tensor outside autocast computes
 through ``torch.ops.mkldnn._linear_pointwise`` with its weight reordered once (kept while
 the weight is unchanged: its version counter and storage); any other call takes its plain
-forward. Evidence: docs/benchmarks/engines.md: beam 5 on test_2016 147.1 against 137.1
-sentences/s, for 190 MB more peak memory (oneDNN's buffers). The plain path: MKL's sgemm
+forward. Its gain: docs/benchmarks/speed.md, "Measurements behind choices in the code".
+The plain path: MKL's sgemm
 (``SEQ2SEQ_PLAIN=onednn_linear``, see ``switch``); the same outputs up to float rounding
 of the products.
 """

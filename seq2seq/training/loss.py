@@ -77,7 +77,7 @@ class _SymmetricKL(torch.autograd.Function):
     Written as one function it takes one exp of each logits tensor and keeps p_a, p_b, D and
     the two expectations for backward, which is elementwise arithmetic alone.
     Built from autograd's ops instead, the copies it saved raised an R-Drop fit's peak
-    memory by more than a third (the bf16 6+2 student over 150 updates: 11.6 GB against 8.4).
+    memory by more than a third (docs/benchmarks/speed.md, "Measurements behind choices").
     """
 
     @staticmethod

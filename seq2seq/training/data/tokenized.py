@@ -13,10 +13,9 @@ lengths last: an interrupted run leaves no cache that looks whole.
 
 Training reads rows with ``os.pread`` rather than through a memory map. Pages of a mapped
 file count in the resident memory of the process that touches them, and the kernel maps
-the cached pages around each touched one too: on a 5M-pair corpus, 60 training steps over
-memory-mapped ids had put 0.47 GB of them into the process, heading for the whole file
-(1.3 GB) in an epoch. Read this way, the pages stay in the kernel's page cache, shared by
-every process and counted in none.
+the cached pages around each touched one too, heading for the whole file in an epoch
+(docs/benchmarks/speed.md, "Measurements behind choices in the code"). Read this way, the
+pages stay in the kernel's page cache, shared by every process and counted in none.
 """
 
 from __future__ import annotations
