@@ -41,8 +41,9 @@ demo: $(STAMP)
 	@paste <(head -n 5 $(DEMO_DATA)/test.en) <(head -n 5 $(DEMO_DATA)/test.en | $(SEQ2SEQ) translate --ckpt $(DEMO_CKPT))
 	$(SEQ2SEQ) attention --ckpt $(DEMO_CKPT) --src $(DEMO_DATA)/test.en --limit 3 --out $(DEMO_RUN)/attention
 
-# every core a pytest-xdist worker (one torch thread each: tests/conftest.py)
-test: $(STAMP)
+# the lint first (style, layers, types), then every core a pytest-xdist worker (one torch
+# thread each: tests/conftest.py)
+test: lint
 	$(BIN)/pytest -n auto
 
 # the unit tier: everything but fits, several processes and the browser (about a minute)
@@ -249,6 +250,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check seq2seq tests scripts
 	$(BIN)/ruff format --check seq2seq tests scripts
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 multi30k:
 	@mkdir -p data
