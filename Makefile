@@ -18,7 +18,8 @@ DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
 	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines \
-	bench-serve bench-decoder-shapes profile-search profile-engines gpu-wheels gpu-check student
+	bench-serve bench-decoder-shapes profile-search profile-engines gpu-wheels gpu-check student \
+	bench-models
 
 install: $(STAMP)
 
@@ -111,6 +112,12 @@ bench-quality: $(STAMP) multi30k
 bench-joey-decoding: $(STAMP) multi30k
 	$(RUN_PY) scripts/bench_joey_decoding.py --out $(BENCH)/joey-decoding.json \
 	  --ours-result $(BENCH)/quality-en-de/transformer/result.json $(JOEY_DECODING_ARGS)
+
+# The released models' cards: each model's test_2016 scores, beam-5 speed and load time,
+# from the shipped files, into models/NAME/results.json and its README.md; not in `bench`.
+BENCH_MODELS_ARGS ?=
+bench-models: $(STAMP) multi30k
+	$(RUN_PY) scripts/bench_models.py --data data/multi30k --work $(BENCH)/models $(BENCH_MODELS_ARGS)
 
 # Start-up time, peak RSS of every process, cache size and tokens/s against corpus size
 # (Multi30k pairs joined two by two); not in `bench`: it takes hours, run it on its own

@@ -4,8 +4,11 @@ altered or truncated file, and the half-precision file that translates as its ch
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +19,12 @@ import seq2seq
 from seq2seq.common.errors import CheckpointError, Seq2SeqError
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, read_checkpoint, save_checkpoint
 from seq2seq.inference.released import (
+    FIGURES_END,
+    FIGURES_START,
     MODEL_FILE,
     MODELS_ENV,
     RESULTS,
+    card_figures,
     half_precision,
     released_names,
     resolve,
@@ -190,3 +196,32 @@ def test_export_takes_a_released_transformer_by_name(
     )
     assert done.returncode == 0, done.stderr
     assert (out / "model.bin").is_file()
+
+
+def test_the_benchmark_writes_the_cards_figures_from_the_shipped_files(
+    named: Path, trained_run: dict, tmp_path: Path
+):
+    """scripts/bench_models.py (make bench-models) on the tiny model: its results.json and
+    the figures block of its card, which tests/test_released_models.py holds together."""
+    models = tmp_path / "models"
+    shutil.copytree(named, models)
+    card = models / NAME / "README.md"
+    card.write_text(f"# {NAME}\n\nA card.\n\n{FIGURES_START}\n{FIGURES_END}\n\nMore text.\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    for lang in ("en", "de"):  # the tiny corpus's test split, as Multi30k's test_2016
+        text = (trained_run["corpus"] / f"test.{lang}").read_bytes()
+        (data / f"test_2016_flickr.{lang}.gz").write_bytes(gzip.compress(text))
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_models.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--models", str(models), "--data", str(data),
+         "--work", str(tmp_path / "work"), "--rounds", "1"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((models / NAME / RESULTS).read_text())
+    assert results["test_2016_flickr"]["cased"] and not results["recased"]  # not lowercased
+    assert results["beam5_sentences_per_sec"] > 0 and results["load_seconds"] > 0
+    text = card.read_text()
+    assert card_figures(results) in text and text.endswith("More text.\n")
+    assert f"{NAME}: test_2016 literature BLEU" in done.stdout

@@ -180,3 +180,30 @@ def write_manifest(folder: Path, manifest: dict[str, Any], files: list[str]) -> 
     path = folder / MANIFEST
     path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+FIGURES_START = "<!-- figures: written by scripts/bench_models.py from results.json -->"
+FIGURES_END = "<!-- end of figures -->"
+
+
+def card_figures(results: dict[str, Any]) -> str:
+    """The figures block of a model card, from its ``results.json``: what the card shows
+    between ``FIGURES_START`` and ``FIGURES_END`` (a test holds the two to each other)."""
+    test = results["test_2016_flickr"]
+    sacre = f"{test['bleu']:.2f}" if test["cased"] else "(lowercase output)"
+    rows = [
+        ("parameters", results["parameters"]),
+        ("file (float16)", f"{results['file_mb']:.1f} MB"),
+        ("test_2016 literature BLEU", f"{test['bleu_literature']:.2f}"),
+        ("test_2016 sacreBLEU" + (" (recased)" if results.get("recased") else ""), sacre),
+        ("test_2016 chrF", f"{test['chrf']:.2f}"),
+        ("beam 5, sentences/s", f"{results['beam5_sentences_per_sec']:.1f}"),
+        ("measured on", f"{results['cpu']}, {results['threads']} threads"),
+    ]
+    full = results.get("full_precision")
+    if full:
+        rows.append(("literature BLEU of the float32 checkpoint", f"{full['bleu_literature']:.2f}"))
+        rows.append(("translations equal to the float32 checkpoint's",
+                     f"{full['equal_lines']} of {full['lines']}"))  # fmt: skip
+    lines = ["| figure | value |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)]
+    return "\n".join([FIGURES_START, *lines, FIGURES_END])

@@ -1,0 +1,191 @@
+"""The figures of the released models' cards, measured from the shipped files.
+
+For each released model (``models/NAME``, or ``--models``): its size, and on Multi30k's
+test_2016 its literature BLEU, sacreBLEU (of its cased or recased output) and chrF, beam 5
+as it ships (its own search, recasing included), each model decoding alone in a process of
+its own, ``--rounds`` times for its sentences/s (the median); ``seq2seq translate --model
+NAME`` on one line, whole process, for its load time. With ``--full-precision NAME=CKPT``,
+the float32 checkpoint it was released from is scored the same way and its translations
+compared line by line, and its load time measured beside. Each model's figures go to its
+``results.json`` and into the figures block of its card (``README.md``); ``make
+bench-models`` runs it.
+
+    python scripts/bench_models.py --data data/multi30k [--names multi30k-en-de] \\
+        [--full-precision multi30k-en-de=runs/selection/student-short/seed2/last-10.ckpt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from benchkit import SEQ2SEQ, load_json, run, save_json
+
+from seq2seq.common.precision import Machine
+from seq2seq.inference.checkpoint import CHECKPOINT_KEY
+from seq2seq.inference.released import (
+    CARD,
+    FIGURES_END,
+    FIGURES_START,
+    MODELS_ENV,
+    RESULTS,
+    card_figures,
+    models_folder,
+    released_names,
+    resolve,
+)
+
+TEST_SPLIT = "test_2016_flickr"
+ONE_LINE = "A man is riding a bicycle down the street.\n"
+
+
+def test_files(data: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+    """test_2016's source and reference files for a language pair."""
+    files = data / f"{TEST_SPLIT}.{src_lang}.gz", data / f"{TEST_SPLIT}.{tgt_lang}.gz"
+    missing = [str(path) for path in files if not path.is_file()]
+    if missing:
+        sys.exit(f"no {', '.join(missing)} (make multi30k, or --data)")
+    return files
+
+
+def evaluate(model: list[str], src: Path, ref: Path, folder: Path, env: dict) -> dict[str, Any]:
+    """``seq2seq evaluate`` of ``model`` (its command-line options: ``--model NAME`` or
+    ``--ckpt CKPT`` with a search) in a process of its own: scores, speed, translations."""
+    folder.mkdir(parents=True, exist_ok=True)
+    hyps = folder / "hypotheses.txt"
+    command = [*SEQ2SEQ, "evaluate", *model, "--src", str(src), "--ref", str(ref), "--json"]
+    usage = run([*command, "--output", str(hyps)], folder / "evaluate.json",
+                folder / "evaluate.log", env=env)  # fmt: skip
+    if usage.status != 0:
+        sys.exit(f"evaluation failed: {folder / 'evaluate.log'}")
+    scores = load_json(folder / "evaluate.json")
+    return {
+        "bleu_literature": scores["bleu_literature"]["score"],
+        "bleu": scores["bleu"]["score"],
+        "chrf": scores["chrf"]["score"],
+        "sentences_per_sec": scores["decoding"]["sentences_per_s"],
+        "threads": scores["decoding"]["threads"],
+        "translations": hyps.read_text(encoding="utf-8").splitlines(),
+        "peak_rss_mb": round(usage.peak_rss_mb),
+    }
+
+
+def load_seconds(model: list[str], folder: Path, env: dict, rounds: int) -> float:
+    """The median wall time of ``seq2seq translate`` on one line, whole process."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "one.txt").write_text(ONE_LINE, encoding="utf-8")
+    times = []
+    for _ in range(rounds):
+        command = [*SEQ2SEQ, "translate", *model, "--input", str(folder / "one.txt")]
+        usage = run(command, folder / "translate.out", folder / "translate.log", env=env)
+        if usage.status != 0:
+            sys.exit(f"translate failed: {folder / 'translate.log'}")
+        times.append(usage.seconds)
+    return round(statistics.median(times), 2)
+
+
+def parameters_and_case(checkpoint: Path) -> tuple[str, bool]:
+    """The number of weights (``1.23 M``; a tied matrix counted once), and whether the
+    model was trained on lowercased text (its config's ``data.lowercase``)."""
+    stored = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    unique = {v.untyped_storage().data_ptr(): v.numel() for v in stored["state_dict"].values()}
+    config = yaml.safe_load(stored[CHECKPOINT_KEY]["config"])
+    lowercase = bool((config.get("data") or {}).get("lowercase"))
+    return f"{sum(unique.values()) / 1e6:.2f} M", lowercase
+
+
+def write_card(folder: Path, results: dict[str, Any]) -> None:
+    """The card's figures block replaced by the one ``results`` gives."""
+    card = folder / CARD
+    text = card.read_text(encoding="utf-8")
+    if FIGURES_START not in text or FIGURES_END not in text:
+        sys.exit(f"{card} has no figures block ({FIGURES_START} ... {FIGURES_END})")
+    before, _, rest = text.partition(FIGURES_START)
+    after = rest.partition(FIGURES_END)[2]
+    card.write_text(before + card_figures(results) + after, encoding="utf-8")
+
+
+def bench(args: argparse.Namespace, name: str, env: dict) -> dict[str, Any]:
+    """One released model's figures (and, if given, its float32 checkpoint's)."""
+    released = resolve(name, args.models)
+    src, ref = test_files(args.data, released.src_lang, released.tgt_lang)
+    work = args.work / name
+    shipped = ["--model", name]
+    runs = [evaluate(shipped, src, ref, work / f"round{i}", env) for i in range(args.rounds)]
+    first = runs[0]
+    count, lowercase = parameters_and_case(released.checkpoint)
+    recased = lowercase and released.manifest.get("casing") is not None
+    results: dict[str, Any] = {
+        "parameters": count,
+        "file_mb": round(released.checkpoint.stat().st_size / 1e6, 2),
+        TEST_SPLIT: {key: round(first[key], 2) for key in ("bleu_literature", "bleu", "chrf")}
+        | {"cased": recased or not lowercase},
+        "recased": recased,
+        "beam5_sentences_per_sec": statistics.median(r["sentences_per_sec"] for r in runs),
+        "sentences_per_sec_rounds": [r["sentences_per_sec"] for r in runs],
+        "threads": first["threads"],
+        "cpu": f"{args.cpu_model} ({Machine.this().cpu_kind()})",
+        "cpu_kind": Machine.this().cpu_kind(),
+        "load_seconds": load_seconds(shipped, work / "load", env, args.rounds),
+        "peak_rss_mb": first["peak_rss_mb"],
+    }
+    if full := args.full_precision.get(name):
+        search = released.manifest["released_from"]
+        setting = search["setting"]  # e.g. last-10@lp2: its length penalty
+        penalty = setting.partition("@lp")[2]
+        full_model = ["--ckpt", str(full), "--length-penalty", penalty]
+        if released.casing:
+            full_model += ["--recase", str(released.casing)]
+        scored = evaluate(full_model, src, ref, work / "float32", env)
+        equal = sum(a == b for a, b in zip(first["translations"], scored["translations"],
+                                            strict=True))  # fmt: skip
+        results["full_precision"] = {
+            **{key: round(scored[key], 2) for key in ("bleu_literature", "bleu", "chrf")},
+            "equal_lines": equal,
+            "lines": len(scored["translations"]),
+            "load_seconds": load_seconds(full_model, work / "load-float32", env, args.rounds),
+            "checkpoint_sha256": search["full_precision_sha256"],
+        }
+    save_json(released.folder / RESULTS, results)
+    write_card(released.folder, results)
+    return results
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.partition(":")[2].strip()
+    return "unknown CPU"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", type=Path, default=None, help="default: models/")
+    parser.add_argument("--names", nargs="*", help="default: every released model")
+    parser.add_argument("--data", type=Path, default=Path("data/multi30k"))
+    parser.add_argument("--work", type=Path, default=Path("runs/bench/models"))
+    parser.add_argument("--rounds", type=int, default=3, help="decoding rounds (median)")
+    parser.add_argument("--full-precision", nargs="*", default=[], metavar="NAME=CKPT")
+    args = parser.parse_args()
+    args.models = args.models or models_folder()
+    args.full_precision = dict(pair.split("=", 1) for pair in args.full_precision)
+    args.cpu_model = cpu_model()
+    env = {MODELS_ENV: str(args.models.resolve()), "OMP_NUM_THREADS": os.environ.get(
+        "OMP_NUM_THREADS", "2")}  # fmt: skip
+    for name in args.names or released_names(args.models):
+        results = bench(args, name, env)
+        test = results[TEST_SPLIT]
+        print(f"{name}: test_2016 literature BLEU {test['bleu_literature']:.2f}, sacreBLEU "
+              f"{test['bleu']:.2f}, chrF {test['chrf']:.2f}; beam 5 "
+              f"{results['beam5_sentences_per_sec']:.1f} sentences/s; load "
+              f"{results['load_seconds']} s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
