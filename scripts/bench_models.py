@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 import yaml
-from benchkit import SEQ2SEQ, load_json, run, save_json
+from benchkit import SEQ2SEQ, cpu_model, load_json, run, save_json
 
 from seq2seq.common.precision import Machine
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY
@@ -155,13 +155,6 @@ def bench(args: argparse.Namespace, name: str, env: dict) -> dict[str, Any]:
     save_json(released.folder / RESULTS, results)
     write_card(released.folder, results)
     return results
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.partition(":")[2].strip()
-    return "unknown CPU"
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ from benchkit import (
     RATE,
     REPO,
     alternate,
+    cpu_model,
     evaluate,
     fit_command,
     load_json,
@@ -104,14 +105,6 @@ def decode(args: argparse.Namespace, bf16: bool, round_: int) -> dict[str, Any]:
     return {"sentences_per_sec": scores["decode_sentences_per_sec"], "bleu": scores["bleu"]}
 
 
-def lscpu_model() -> str:
-    """The CPU's model name, as /proc/cpuinfo gives it."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.partition(":")[2].strip()
-    return "unknown CPU"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the JSON of results")
@@ -127,8 +120,8 @@ def main() -> None:
     args.env = AVX2_ONLY if args.emulate_avx2 else {}
     machine = Machine.this()  # this process's view; --emulate-avx2 changes the children's
     result = load_json(args.out, {})
-    cpu = f"{lscpu_model()}: {machine.cpu_kind()}"
-    emulated = f"AVX2-only: PyTorch and oneDNN limited to AVX2 on {lscpu_model()}"
+    cpu = f"{cpu_model()}: {machine.cpu_kind()}"
+    emulated = f"AVX2-only: PyTorch and oneDNN limited to AVX2 on {cpu_model()}"
     result["cpu"] = emulated if args.emulate_avx2 else cpu
     save = lambda: save_json(args.out, result)  # noqa: E731
     for recipe in args.recipes:

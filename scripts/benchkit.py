@@ -230,6 +230,14 @@ def run(
     return Run(child.pid, child.returncode, seconds, start, timed_out, processes)
 
 
+def cpu_model() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it, for a benchmark's record."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.partition(":")[2].strip()
+    return "unknown CPU"
+
+
 # -- contenders in turn ----------------------------------------------------------------------
 def alternate(
     rounds: list[dict[str, R]],
