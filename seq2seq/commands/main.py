@@ -51,7 +51,7 @@ class StderrHandler(logging.StreamHandler):
     stream of the first call: ``main`` may run several times in one process, as in tests)."""
 
     @property
-    def stream(self):  # type: ignore[override]
+    def stream(self):
         return sys.stderr
 
     @stream.setter

@@ -53,7 +53,7 @@ def request_model(limits: Limits) -> type[TranslateRequestBase]:
     class TranslateRequest(TranslateRequestBase):
         """Sentences to translate, one per item, and how to search."""
 
-        text: list[line] = Field(  # type: ignore[valid-type]
+        text: list[line] = Field(
             min_length=1,
             max_length=limits.max_sentences,
             description="source sentences (a blank one gets an empty translation)",
