@@ -28,7 +28,7 @@ CellType = Literal["gru", "lstm"]
 MergeType = Literal["concat", "sum"]
 Hidden = Tensor | tuple[Tensor, Tensor]  # GRU: [B, L, H]; LSTM: (h, c), each [B, L, H]
 
-_CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM}
+_CELLS: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
 
 
 def _to_torch(hidden: Hidden) -> Hidden:
@@ -107,12 +107,14 @@ class RNNState(State):
     """Decoder state between steps for B rows; the source side has B rows, or G when a
     search keeps it once per sentence (``model.source_side``). Every tensor is batch-first."""
 
+    # mypy reads source_side() as a default (it is field() without one): hence the ignores
     hidden: Hidden  # [B, L, H] (or (h, c))
     keys: Tensor = source_side()  # attention-prepared keys [G, S, *]
     values: Tensor = source_side()  # attention-prepared values [G, S, *]
     src_lens: Tensor = source_side()  # [G]
-    feed: Tensor  # Luong input feeding h~_{t-1} [B, H]; unused ([B, 0]) otherwise
-    position: int  # target position t of the next step
+    # Luong input feeding h~_{t-1} [B, H]; unused ([B, 0]) otherwise
+    feed: Tensor  # type: ignore[misc]
+    position: int  # type: ignore[misc]  # target position t of the next step
 
 
 class RNNDecoder(nn.Module):
@@ -204,13 +206,15 @@ class RNNDecoder(nn.Module):
         or None)."""
         state = self.start(memory)
         embedded = self.dropout(self.embed(tgt_in))  # [B, T, E]
-        features, weights = [], []
+        features: list[Tensor] = []
+        weights: list[Tensor] = []  # with need_weights, every step's
         # unbind, not embedded[:, t]: its backward stacks T gradients once instead of
         # filling a zero [B, T, E] tensor per step.
         for step_input in embedded.unbind(dim=1):
             step_features, state, attn = self._recur(step_input, state, need_weights)
             features.append(step_features)
-            weights.append(attn)
+            if attn is not None:
+                weights.append(attn)
         # One pre-output and one output projection for all steps instead of T small ones.
         logits = self.output(self._pre_output(torch.stack(features, dim=1)))  # [B, T, V]
         return logits, torch.stack(weights, dim=-2) if need_weights else None
@@ -347,8 +351,9 @@ class RNNSeq2Seq(EncoderDecoder):
         return self.decoder.start(memory)
 
     def step(
-        self, prev_tokens: Tensor, state: RNNState, need_weights: bool = True
+        self, prev_tokens: Tensor, state: State, need_weights: bool = True
     ) -> tuple[Tensor, RNNState, Tensor | None]:
+        assert isinstance(state, RNNState)
         return self.decoder.step(prev_tokens, state, need_weights)
 
     def decode(

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -41,6 +42,8 @@ class PositionalEncoding(nn.Module):
 
     The table has no fixed maximum: it is extended when a longer input arrives.
     """
+
+    table: Tensor  # a buffer [N, d], not saved in the state dict
 
     def __init__(self, dim: int, dropout: float, initial_length: int = 256) -> None:
         super().__init__()
@@ -202,10 +205,11 @@ class TransformerState(State):
     cache: the self-attention keys/values so far, t positions per row.
     """
 
+    # mypy reads source_side() as a default (it is field() without one): hence the ignores
     cross: list[KV] = source_side()
-    cache: KeyValueCache
+    cache: KeyValueCache  # type: ignore[misc]
     src_lens: Tensor = source_side()
-    position: int  # target position of the next step
+    position: int  # type: ignore[misc]  # target position of the next step
 
 
 class Transformer(EncoderDecoder):
@@ -297,7 +301,8 @@ class Transformer(EncoderDecoder):
         return Memory(states=self.encoder_norm(x), lens=src_lens)
 
     def _cross_kv(self, memory: Memory) -> list[KV]:
-        return [layer.cross_attn.prepare(memory.states, memory.states) for layer in self.decoder]
+        layers = cast("Iterable[DecoderLayer]", self.decoder)  # a ModuleList types them Module
+        return [layer.cross_attn.prepare(memory.states, memory.states) for layer in layers]
 
     def decode(
         self, memory: Memory, tgt_in: Tensor, need_weights: bool = True
@@ -313,15 +318,17 @@ class Transformer(EncoderDecoder):
         return logits, torch.stack(weights, dim=1) if need_weights else None  # [B, L, H, T, S]
 
     def start(self, memory: Memory) -> TransformerState:
-        B, H = memory.states.size(0), self.decoder[0].self_attn.num_heads
-        empty = memory.states.new_zeros(B, H, 0, self.decoder[0].self_attn.head_size)
+        attention = cast(DecoderLayer, self.decoder[0]).self_attn
+        B, H = memory.states.size(0), attention.num_heads
+        empty = memory.states.new_zeros(B, H, 0, attention.head_size)
         rows = torch.arange(B, device=memory.states.device)
         cache = KeyValueCache([(empty, empty) for _ in self.decoder], rows)
         return TransformerState(self._cross_kv(memory), cache, memory.lens, position=0)
 
     def step(
-        self, prev_tokens: Tensor, state: TransformerState, need_weights: bool = True
+        self, prev_tokens: Tensor, state: State, need_weights: bool = True
     ) -> tuple[Tensor, TransformerState, Tensor | None]:
+        assert isinstance(state, TransformerState)
         x = self.positions(self.tgt_embed(prev_tokens.unsqueeze(1)), offset=state.position)
         rows = state.cache.rows
         kv, weights = [], []

@@ -141,9 +141,9 @@ class MultiHeadAttention(Attention):
             scores = q @ keys.transpose(-1, -2) / math.sqrt(self.head_size)  # [B, H, Tq, S]
             if bias is not None:
                 scores = scores + bias
-            weights = masked_softmax(scores, valid_lens)
-            context = self.dropout(weights) @ values  # [B, H, Tq, dh]
-            weights = weights if need_weights else None
+            probs = masked_softmax(scores, valid_lens)
+            context = self.dropout(probs) @ values  # [B, H, Tq, dh]
+            weights = probs if need_weights else None
         else:
             mask = None if valid_lens is None else key_mask(valid_lens, keys.size(2), q.dim())
             if bias is not None:
