@@ -80,8 +80,9 @@ def cpu_has_native_bf16() -> bool:
     them, the flags of /proc/cpuinfo otherwise."""
     checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported",
                                                           "_is_amx_tile_supported")]  # fmt: skip
-    if all(callable(check) for check in checks):
-        return any(check() for check in checks)
+    available = [check for check in checks if callable(check)]
+    if len(available) == len(checks):
+        return any(check() for check in available)
     return bool(CPU_BF16_FLAGS & cpu_flags())
 
 

@@ -196,6 +196,8 @@ class ResumableLoader(DataLoader):
     ``pin_memory`` batches come in page-locked memory, for training on a GPU.
     """
 
+    batch_sampler: TokenBucketBatchSampler  # the one given, which DataLoader types loosely
+
     def __init__(
         self,
         dataset: Any,
@@ -216,7 +218,8 @@ class ResumableLoader(DataLoader):
         )
         self._yielded = 0
 
-    def __iter__(self) -> Iterator[Any]:
+    # DataLoader declares its own private iterator class; any iterator serves its callers
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         self._yielded = self.batch_sampler._skip
         for batch in super().__iter__():
             self._yielded += 1

@@ -193,7 +193,7 @@ def tie_like(averaged: dict[str, torch.Tensor], original: dict[str, torch.Tensor
     copy of each, as the checkpoints it averages are."""
     owner: dict[tuple[int, int], str] = {}
     for key, value in original.items():
-        place = (value.untyped_storage().data_ptr(), value.storage_offset())
+        place = (value.untyped_storage().data_ptr(), int(value.storage_offset()))
         if place in owner and original[owner[place]].shape == value.shape:
             averaged[key] = averaged[owner[place]]
         else:

@@ -157,8 +157,8 @@ def translate_pieces(
     if not sources:
         return []
     src_lens = torch.tensor([len(pieces) + 1 for pieces in sources])  # with EOS, as seq2seq
-    limits = max_output_lengths(src_lens, search.max_len_ratio, search.max_len_offset)
-    limits = limits.clamp(max=exported.positions - 1).tolist()
+    longest = max_output_lengths(src_lens, search.max_len_ratio, search.max_len_offset)
+    limits: list[int] = longest.clamp(max=exported.positions - 1).tolist()
     everything = range(len(sources))
     results = _translate_within(
         exported, sources, everything, max(limits), search, max_tokens, return_attention
@@ -229,7 +229,7 @@ def translate_stream_ct2(
 def _translate_chunk(
     exported: Exported,
     lines: list[str],
-    sources: list[list[str]],
+    sources: Sequence[Sequence[str]],
     search: SearchSettings,
     max_tokens: int,
 ) -> list[Translation]:

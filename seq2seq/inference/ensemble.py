@@ -20,9 +20,10 @@ M members.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -102,12 +103,18 @@ class Ensemble(EncoderDecoder):
         self.attention_from = attention_from
         self.weights = scaled  # None: equal
 
+    @property
+    def _models(self) -> Iterable[EncoderDecoder]:
+        """The members as models (their ModuleList types them Module)."""
+        return cast("Iterable[EncoderDecoder]", self.members)
+
     def _combine_maps(self, maps: list[Tensor | None], query_dims: int) -> Tensor | None:
         if maps[0] is None:
             return None
         if self.attention_from is not None:
             return maps[self.attention_from]
-        return self._mean([_mean_over_heads(m, query_dims) for m in maps])
+        # every member honours need_weights: one returned maps, so all did
+        return self._mean([_mean_over_heads(m, query_dims) for m in cast("list[Tensor]", maps)])
 
     def _mean(self, tensors: list[Tensor]) -> Tensor:
         """Members' tensors [B, ...] each (log-probabilities, maps) -> their (weighted)
@@ -116,18 +123,19 @@ class Ensemble(EncoderDecoder):
             return tensors[0]
         if self.weights is None:
             return torch.stack(tensors).mean(dim=0)
-        # a member of weight 0 is left out, not multiplied: 0 * -inf would be NaN
-        return sum(w * t for w, t in zip(self.weights, tensors, strict=True) if w > 0)
+        # a member of weight 0 is left out, not multiplied: 0 * -inf would be NaN; the
+        # weights are not all 0, so the sum is a tensor
+        return cast(Tensor, sum(w * t for w, t in zip(self.weights, tensors, strict=True) if w > 0))
 
     def encode(self, src: Tensor, src_lens: Tensor) -> EnsembleMemory:
-        memories = [member.encode(src, src_lens) for member in self.members]
+        memories = [member.encode(src, src_lens) for member in self._models]
         first = memories[0]
         return EnsembleMemory(first.states, first.lens, first.final, members=memories)
 
     def start(self, memory: Memory) -> EnsembleState:
         assert isinstance(memory, EnsembleMemory) and memory.members is not None
         return EnsembleState(
-            [member.start(m) for member, m in zip(self.members, memory.members, strict=True)]
+            [member.start(m) for member, m in zip(self._models, memory.members, strict=True)]
         )
 
     def step(
@@ -136,7 +144,7 @@ class Ensemble(EncoderDecoder):
         assert isinstance(state, EnsembleState)
         steps = [
             member.step(prev_tokens, member_state, need_weights)
-            for member, member_state in zip(self.members, state.members, strict=True)
+            for member, member_state in zip(self._models, state.members, strict=True)
         ]
         logprobs = self._mean([logprobs for logprobs, _, _ in steps])
         maps = self._combine_maps([maps for _, _, maps in steps], query_dims=0)
@@ -150,7 +158,7 @@ class Ensemble(EncoderDecoder):
         assert isinstance(memory, EnsembleMemory) and memory.members is not None
         outputs = [
             member.decode(m, tgt_in, need_weights)
-            for member, m in zip(self.members, memory.members, strict=True)
+            for member, m in zip(self._models, memory.members, strict=True)
         ]
         logprobs = self._mean([torch.log_softmax(logits, -1) for logits, _ in outputs])
         return logprobs, self._combine_maps([maps for _, maps in outputs], query_dims=1)

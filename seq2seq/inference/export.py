@@ -27,7 +27,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import numpy as np
 from torch import Tensor, nn
@@ -75,8 +75,8 @@ def _set_norm(spec: Any, norm: nn.LayerNorm) -> None:
 
 def _set_feed_forward(spec: Any, layer: EncoderLayer | DecoderLayer) -> None:
     _set_norm(spec.layer_norm, layer.ff_block.norm)
-    _set_linear(spec.linear_0, layer.feed_forward[0])
-    _set_linear(spec.linear_1, layer.feed_forward[-1])
+    _set_linear(spec.linear_0, cast(nn.Linear, layer.feed_forward[0]))
+    _set_linear(spec.linear_1, cast(nn.Linear, layer.feed_forward[-1]))
 
 
 def _set_encoder_layer(spec: Any, layer: EncoderLayer) -> None:
@@ -104,7 +104,7 @@ def transformer_spec(model: Transformer) -> TransformerSpec:
     from ctranslate2.specs import TransformerDecoderSpec, TransformerEncoderSpec, TransformerSpec
 
     pre_norm = isinstance(model.encoder_norm, nn.LayerNorm)
-    heads = model.decoder[0].self_attn.num_heads
+    heads = cast(DecoderLayer, model.decoder[0]).self_attn.num_heads
     encoder = TransformerEncoderSpec(len(model.encoder), heads, pre_norm=pre_norm)
     decoder = TransformerDecoderSpec(
         len(model.decoder), heads, pre_norm=pre_norm, alignment_layer=-1, alignment_heads=0
@@ -120,11 +120,12 @@ def transformer_spec(model: Transformer) -> TransformerSpec:
         stack.scale_embeddings = math.sqrt(d)  # as PositionalEncoding scales them
         stack.position_encodings.encodings = positions
     for layer_spec, layer in zip(encoder.layer, model.encoder, strict=True):
-        _set_encoder_layer(layer_spec, layer)
+        _set_encoder_layer(layer_spec, cast(EncoderLayer, layer))  # a ModuleList's: a Module
     for layer_spec, layer in zip(decoder.layer, model.decoder, strict=True):
-        _set_decoder_layer(layer_spec, layer)
-    if pre_norm:
+        _set_decoder_layer(layer_spec, cast(DecoderLayer, layer))
+    if isinstance(model.encoder_norm, nn.LayerNorm):  # pre-norm: both stacks end with one
         _set_norm(encoder.layer_norm, model.encoder_norm)
+    if isinstance(model.decoder_norm, nn.LayerNorm):
         _set_norm(decoder.layer_norm, model.decoder_norm)
     decoder.projection.weight = embeddings.get(id(model.output.weight), _array(model.output.weight))
     if model.output.bias is not None:
@@ -161,7 +162,7 @@ def export_ctranslate2(trained: Trained, out: str | Path, quantization: str = "f
     )
     config.decoder_start_token = config.bos_token
     config.add_source_eos = True
-    config.layer_norm_epsilon = trained.model.encoder[0].attn_block.norm.eps
+    config.layer_norm_epsilon = cast(EncoderLayer, trained.model.encoder[0]).attn_block.norm.eps
     spec.validate()
     spec.optimize(quantization=quantization)
     models = {"source": JOINT_MODEL, "target": JOINT_MODEL}

@@ -239,6 +239,7 @@ def _greedy(
         best, prev = logprobs.max(dim=-1)
         logprob = logprob + best
         if trail is not None:
+            assert attn is not None  # the step was asked for its weights (keep_attn)
             trail.add(attn, parents)
         done = (prev == eos).nonzero().flatten()  # the step's one wait for the device
         ended = []
@@ -247,9 +248,10 @@ def _greedy(
             for (row,), total, row_tokens in read:
                 ended.append(row)
                 i = active[row]
-                results[i] = Hypothesis(row_tokens, total / length_penalty(t + 1, alpha), total)
+                hypothesis = Hypothesis(row_tokens, total / length_penalty(t + 1, alpha), total)
+                results[i] = hypothesis
                 if trail is not None:
-                    trail.end(row, results[i], lengths[i])
+                    trail.end(row, hypothesis, lengths[i])
         tokens = torch.cat([tokens, prev.unsqueeze(1)], dim=1)
         parents = None
         if ended:
@@ -300,6 +302,7 @@ def _beam(
         beam, token = cand_ids // V, cand_ids % V
         rows = beam + torch.arange(A, device=device).unsqueeze(1) * beams  # [A, C] of state
         if trail is not None:
+            assert attn is not None  # the step was asked for its weights (keep_attn)
             trail.add(attn, parents)
 
         # Finish EOS candidates ranked within the top K (at most one per beam).

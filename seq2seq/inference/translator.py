@@ -133,7 +133,9 @@ def encoded_chunks(
     input order, in chunks of about ``budget`` source pieces (a line counts its pieces plus
     EOS; a blank line encodes to nothing); a ``None`` in ``lines`` (the input paused) ends a
     chunk early. Yields (a chunk's lines, their encodings)."""
-    before, chunk, encoded, used = 0, [], [], 0  # before: lines of earlier chunks
+    before, used = 0, 0  # before: lines of earlier chunks
+    chunk: list[str] = []
+    encoded: list[Sequence[Any]] = []
     for line in itertools.chain(lines, [None]):
         if line is not None:
             pieces = encode(line) if line.strip() else []

@@ -24,7 +24,7 @@ positions, Tq queries per attention call.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from types import TracebackType
@@ -159,7 +159,7 @@ def forced_attention(
     texts: Sequence[tuple[str, str]],
     max_tokens: int = 4096,
     progress: bool = False,
-) -> Iterator[SentenceAttention]:
+) -> Generator[SentenceAttention, None, None]:
     """Teacher-force every target (ids without BOS/EOS) on its source (ids without EOS).
 
     Yields one SentenceAttention per pair, in length-bucketed batch order (``index`` is
@@ -201,7 +201,7 @@ def reference_attention(
     references: Sequence[str],
     max_tokens: int = 4096,
     progress: bool = False,
-) -> Iterator[SentenceAttention]:
+) -> Generator[SentenceAttention, None, None]:
     """Forced decoding: the attention of each reference given its source."""
     if len(sources) != len(references):
         raise DataError(f"{len(sources)} source lines but {len(references)} reference lines")
@@ -218,7 +218,7 @@ def translation_attention(
     max_tokens: int = 4096,
     progress: bool = False,
     max_source_len: int = 512,
-) -> Iterator[SentenceAttention]:
+) -> Generator[SentenceAttention, None, None]:
     """The attention of the model's own (best) translation of each source; a source longer
     than ``max_source_len`` pieces is cut, as ``translate_lines`` cuts it."""
     translations = translate_lines(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -148,7 +149,8 @@ def attention_grid_figure(
     )
     if title:
         fig.suptitle(title, fontsize=10)
-    top, bottom = fig.subfigures(2, 1, height_ratios=[height, grid_height])
+    # 2 x 1: an array of subfigures (matplotlib types a lone SubFigure too, for 1 x 1)
+    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[height, grid_height]))
     for ax, (summary, label) in zip(
         top.subplots(1, len(aggregates), squeeze=False)[0], aggregates, strict=True
     ):

@@ -11,11 +11,11 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
-from typing import TypedDict
+from typing import TypedDict, cast
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
-from sacrebleu.significance import PairedTest
+from sacrebleu.significance import PairedTest, Result
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 from seq2seq.common.errors import DataError, Seq2SeqError
@@ -235,17 +235,21 @@ def paired_bootstrap(
             n_samples=n_samples,
         )
         signatures, results = test()
-    result_a, result_b = results["BLEU"]
+    # a metric's column holds Results; only the "System" column holds names (str)
+    result_a, result_b = cast("list[Result]", results["BLEU"])
+    assert result_b.p_value is not None  # a system compared with the baseline has one
     # sacrebleu counts resampled differences strictly above the real one, so two identical
     # systems (every difference 0) would get the smallest p-value, 1 / (n_samples + 1).
     p_value = 1.0 if list(hyps_a) == list(hyps_b) else float(result_b.p_value)
     return PairedBootstrap(
-        a=SystemBootstrap(
-            score=float(result_a.score), mean=float(result_a.mean), ci=float(result_a.ci)
-        ),
-        b=SystemBootstrap(
-            score=float(result_b.score), mean=float(result_b.mean), ci=float(result_b.ci)
-        ),
+        a=_system_bootstrap(result_a),
+        b=_system_bootstrap(result_b),
         p_value=p_value,
         signature=str(signatures["BLEU"]),
     )
+
+
+def _system_bootstrap(result: Result) -> SystemBootstrap:
+    """A system's BLEU in a paired bootstrap test, which gives each its mean and interval."""
+    assert result.mean is not None and result.ci is not None
+    return SystemBootstrap(score=float(result.score), mean=float(result.mean), ci=float(result.ci))

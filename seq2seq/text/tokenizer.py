@@ -162,7 +162,7 @@ class Tokenizer:
         if not sum(lengths):  # empty text: its one segmentation is empty
             return []
         pieces = np.fromiter(itertools.chain.from_iterable(candidates), np.int64, sum(lengths))
-        starts = np.cumsum(lengths) - lengths  # where each candidate starts in pieces
+        starts = np.cumsum(lengths, dtype=np.int64) - lengths  # where each candidate starts
         log_p = alpha * np.add.reduceat(self.piece_scores[pieces], starts)  # [candidates]
         p = np.exp(log_p - log_p.max())
         return candidates[rng.choice(len(candidates), p=p / p.sum())]
