@@ -16,11 +16,15 @@ expectation. Its gain: docs/benchmarks/speed.md, "Dropout".
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seq2seq.speedups.switch import trick_enabled
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 _LEVELS = 1 << 16  # each mask element is one uniform 16-bit number
 _INT16_MIN = -(1 << 15)
@@ -63,7 +67,7 @@ class CPUDropout(nn.Dropout):
         return dropout(x, self.p, self.training)
 
 
-def cpu_dropouts(model: nn.Module) -> nn.Module:
+def cpu_dropouts(model: ModuleT) -> ModuleT:
     """``model`` with each of its ``torch.nn.Dropout`` modules replaced by a ``CPUDropout``
     of the same rate, in place (dropout has no weights: the state dict is unchanged)."""
     for module in list(model.modules()):

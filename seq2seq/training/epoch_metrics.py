@@ -24,6 +24,8 @@ class Perplexity(Metric):
     """
 
     full_state_update = False
+    nll_sum: Tensor
+    tokens: Tensor
 
     def __init__(self) -> None:
         super().__init__()
@@ -49,6 +51,9 @@ class SplitTranslations(Metric):
     """
 
     full_state_update = False
+    indices: list[Tensor]
+    lengths: list[Tensor]
+    tokens: list[Tensor]
 
     def __init__(self) -> None:
         super().__init__()

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import EarlyStopping, Timer
+from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint, Timer
 from pytorch_lightning.utilities.model_summary import get_human_readable_count
 
 from seq2seq.training.stopping import GracefulStop, ResumableCheckpoint
@@ -29,13 +29,14 @@ def summary_line(trainer: pl.Trainer, seconds: float) -> str:
     """Where ``fit`` left its checkpoints, read from the CLI's ``checkpoint`` callback (the
     best checkpoint by its ``monitor``: val_bleu, or what a config names, such as
     val_bleu_literature) and from whichever ModelCheckpoint wrote ``last.ckpt``."""
-    callbacks = trainer.checkpoint_callbacks
+    callbacks = [c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint)]
     chooser = next(c for c in callbacks if isinstance(c, ResumableCheckpoint))
     last = next((c.last_model_path for c in callbacks if c.last_model_path), "")
     if chooser.best_model_path:
+        assert chooser.best_model_score is not None  # the CLI's checkpoint monitors a score
         score = float(chooser.best_model_score)
         parts = [f"best checkpoint {chooser.best_model_path} ({chooser.monitor} {score:.2f})"]
-    elif trainer.fast_dev_run:
+    elif trainer.fast_dev_run:  # type: ignore[attr-defined]  # set by Lightning, undeclared
         parts = ["no best checkpoint (fast_dev_run)"]
     else:
         parts = [f"no best checkpoint (no {chooser.monitor} logged)"]
@@ -47,8 +48,9 @@ def summary_line(trainer: pl.Trainer, seconds: float) -> str:
 
 def schedule_done(trainer: pl.Trainer) -> bool:
     """Whether the run reached its ``max_steps`` or ``max_epochs`` (a run with neither: yes)."""
-    max_steps, max_epochs = trainer.max_steps, trainer.max_epochs
-    has_steps, has_epochs = max_steps not in (None, -1), max_epochs not in (None, -1)
+    max_steps = trainer.max_steps
+    max_epochs = -1 if trainer.max_epochs is None else trainer.max_epochs  # -1: no limit
+    has_steps, has_epochs = max_steps not in (None, -1), max_epochs != -1
     if not (has_steps or has_epochs):
         return True
     return (has_steps and trainer.global_step >= max_steps) or (
@@ -68,11 +70,13 @@ def schedule_position(trainer: pl.Trainer) -> str:
 def cut_short(trainer: pl.Trainer) -> str | None:
     """What ended a run before the end of its schedule, and where (None: it ran to the
     end, was a smoke run, or a signal stopped it, which ``GracefulStop`` reports)."""
-    stopped = any(c.stopped_by for c in trainer.callbacks if isinstance(c, GracefulStop))
-    if trainer.fast_dev_run or stopped or schedule_done(trainer):
+    # Lightning sets trainer.callbacks and trainer.fast_dev_run without declaring them
+    callbacks: list[Callback] = trainer.callbacks  # type: ignore[attr-defined]
+    stopped = any(c.stopped_by for c in callbacks if isinstance(c, GracefulStop))
+    if trainer.fast_dev_run or stopped or schedule_done(trainer):  # type: ignore[attr-defined]
         return None
     position = schedule_position(trainer)
-    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    timer = next((c for c in callbacks if isinstance(c, Timer)), None)
     if timer is not None and (remaining := timer.time_remaining()) is not None and remaining <= 0:
         budget = wall_time(timer._duration or 0)  # Timer keeps max_time only privately
         return (
@@ -80,7 +84,7 @@ def cut_short(trainer: pl.Trainer) -> str | None:
             "which a recipe's published figures assume (--trainer.max_time null trains to "
             "the end)"
         )
-    early = next((c for c in trainer.callbacks if isinstance(c, EarlyStopping)), None)
+    early = next((c for c in callbacks if isinstance(c, EarlyStopping)), None)
     if early is not None and early.stopped_epoch:
         return (
             f"stopped early {position}: {early.monitor} did not improve in "

@@ -193,5 +193,6 @@ class ResumableCheckpoint(ModelCheckpoint):
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # Lightning's writes last.ckpt here even in a smoke run (fast_dev_run), which checkpoints
         # nothing else: it would pass for the run's newest state in a folder that holds one
-        if not trainer.fast_dev_run:
+        # (Lightning sets trainer.fast_dev_run at run time without declaring it)
+        if not trainer.fast_dev_run:  # type: ignore[attr-defined]
             super().on_train_end(trainer, pl_module)

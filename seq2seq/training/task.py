@@ -11,7 +11,7 @@ import logging
 import math
 import random
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import pytorch_lightning as pl
 import torch
@@ -30,6 +30,9 @@ from seq2seq.text.tokenizer import Vocabulary
 from seq2seq.training.epoch_metrics import Perplexity, SplitTranslations
 from seq2seq.training.loss import label_smoothed_nll, symmetric_kl
 from seq2seq.training.schedule import Schedule, WarmupThenDecay
+
+if TYPE_CHECKING:
+    from pytorch_lightning.utilities.types import OptimizerLRSchedulerConfig
 
 log = logging.getLogger("seq2seq")
 
@@ -212,7 +215,7 @@ class TranslationTask(pl.LightningModule):
             on_epoch=True,
             sync_dist=True,  # under DDP, the mean over every process's batches
         )
-        perplexity = self.perplexity[f"{stage}_ppl"]
+        perplexity = cast(Perplexity, self.perplexity[f"{stage}_ppl"])  # a ModuleDict's: Module
         perplexity.update(nll.detach(), tokens=n)
         self.log(f"{stage}_ppl", perplexity, on_step=False, on_epoch=True, batch_size=n)
 
@@ -220,6 +223,7 @@ class TranslationTask(pl.LightningModule):
         if self.schedule == "cosine":  # to 0 over the steps max_epochs/max_steps allow
             estimate = self.trainer.estimated_stepping_batches
             total = int(estimate) if math.isfinite(estimate) else None
+            assert self.lr_factor is not None  # configure_optimizers ran before training
             note = self.lr_factor.plan(total, self.warmup_steps)
             if note and self.trainer.is_global_zero:
                 log.info(note)
@@ -268,13 +272,17 @@ class TranslationTask(pl.LightningModule):
     # -- decoding and scoring ----------------------------------------------------------
     def _translate(self, batch: Batch, stage: str) -> None:
         hyps = translate_batch(self.model, batch.src, batch.src_lens, self.searches[stage])
-        self.translations[stage].update(batch.ids, [nbest[0].tokens for nbest in hyps])
+        self._translations(stage).update(batch.ids, [nbest[0].tokens for nbest in hyps])
+
+    def _translations(self, stage: str) -> SplitTranslations:
+        """The translations of ``stage`` so far (their ModuleDict types them Module)."""
+        return cast(SplitTranslations, self.translations[stage])
 
     def on_validation_epoch_start(self) -> None:
-        self.translations["val"].reset()
+        self._translations("val").reset()
 
     def on_test_epoch_start(self) -> None:
-        self.translations["test"].reset()
+        self._translations("test").reset()
 
     def on_validation_epoch_end(self) -> None:
         self._score("val")
@@ -288,13 +296,14 @@ class TranslationTask(pl.LightningModule):
         )
 
     def _score(self, stage: str) -> None:
-        datamodule = self.trainer.datamodule
+        # Lightning sets the trainer's datamodule at run time without declaring it
+        datamodule = self.trainer.datamodule  # type: ignore[attr-defined]
         split = datamodule.val_split if stage == "val" else datamodule.test_split
         refs = datamodule.references(split)
         # Every process gathers here, in on_validation_epoch_end/on_test_epoch_end, before
         # any metric of the epoch is computed: Lightning's progress bars, which compute
         # them on process 0 only, read them later (on_validation_end).
-        translated = self.translations[stage].compute()
+        translated = self._translations(stage).compute()
         if len(translated) != len(refs):  # e.g. a sanity check on a few batches
             return
         hyps = [self.vocab.tgt.decode(translated[i]) for i in range(len(refs))]
@@ -308,7 +317,7 @@ class TranslationTask(pl.LightningModule):
             log.info(f"{stage} example: {hyps[0]!r} (reference: {refs[0]!r})")
 
     # -- optimization and checkpoints --------------------------------------------------
-    def configure_optimizers(self) -> dict[str, Any]:
+    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
         # fused on CUDA, unless gradients are clipped: Lightning refuses to clip a fused
         # optimizer's gradients under mixed precision
         clips = self._trainer is not None and bool(self._trainer.gradient_clip_val)

@@ -274,6 +274,7 @@ class TranslationDataModule(pl.LightningDataModule):
     # -- loaders ---------------------------------------------------------------------
     def _loader(self, split: str, max_tokens: int, shuffle: bool) -> ResumableLoader:
         """Length-bucketed batches; the training loader can resume in the middle of an epoch."""
+        rows: TokenizedRows | SampledSegmentations
         rows, lengths = self.tokenized(split)
         spec = self.vocab.spec
         batches = TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed)

@@ -89,15 +89,15 @@ def jsonl_rows(path: str, src_lang: str, tgt_lang: str) -> Iterator[Row]:
             ) from None
         if isinstance(record, dict) and isinstance(record.get("translation"), dict):
             record = record["translation"]
-        texts = [
+        src, tgt = [
             record.get(lang) if isinstance(record, dict) else None for lang in (src_lang, tgt_lang)
         ]
-        if not all(isinstance(text, str) for text in texts):
+        if not (isinstance(src, str) and isinstance(tgt, str)):
             raise DataError(
                 f'{path}: line {number} is not {{"{src_lang}": "...", "{tgt_lang}": "..."}} '
                 'nor such an object under "translation"'
             )
-        yield {"src": texts[0], "tgt": texts[1]}
+        yield {"src": src, "tgt": tgt}
 
 
 # -- finding the files of a split -------------------------------------------------------------
