@@ -40,6 +40,7 @@ from seq2seq.text.casing import Recaser
 
 if TYPE_CHECKING:
     from seq2seq.inference.ct2_translate import Exported
+    from seq2seq.text.metrics import MetricScore
 
 SEARCH_OPTIONS = {  # the keyword of translate/score -> the SearchSettings field it sets
     "beam": "beam",
@@ -57,7 +58,7 @@ class Evaluation:
     ``{"score", "signature", ...}`` under ``bleu``, ``chrf`` and, when the target language
     is known, ``bleu_literature``), the translations, and the seconds they took."""
 
-    scores: dict[str, dict[str, Any]]
+    scores: dict[str, MetricScore]
     translations: list[str]
     seconds: float
 
@@ -162,8 +163,13 @@ class TranslationModel:
         ``max_len_offset``, ``bf16``."""
         settings = self.searching(**search)
         single = isinstance(lines, str)
-        translations = self.translate_all([lines] if single else list(lines), progress, settings)
-        texts = [t.texts if settings.n_best > 1 else t.text for t in translations]
+        batch = [lines] if isinstance(lines, str) else list(lines)
+        translations = self.translate_all(batch, progress, settings)
+        texts: list[str] | list[list[str]] = (
+            [t.texts for t in translations]
+            if settings.n_best > 1
+            else [t.text for t in translations]
+        )
         return texts[0] if single else texts
 
     def score(
@@ -223,7 +229,7 @@ def check_search(search: SearchSettings) -> None:
 class CheckpointModel(TranslationModel):
     """Checkpoints (one model, or several as an ensemble) searched by seq2seq."""
 
-    trained: Trained | None = None
+    trained: Trained = dataclasses.field(kw_only=True)
 
     @property
     def tgt_lang(self) -> str | None:
@@ -281,7 +287,7 @@ class CheckpointModel(TranslationModel):
 class ExportModel(TranslationModel):
     """A CTranslate2 export, searched by CTranslate2 under seq2seq's search semantics."""
 
-    exported: Exported | None = None
+    exported: Exported = dataclasses.field(kw_only=True)
 
     @property
     def tgt_lang(self) -> str | None:

@@ -18,7 +18,7 @@ from seq2seq.inference.decoding import (
 )
 from seq2seq.inference.released import resolve
 from seq2seq.text.lines import read_lines
-from seq2seq.translation_model import load
+from seq2seq.translation_model import CheckpointModel, load
 
 GREEDY_SEARCH = DecodeSettings(beam=1)  # what attention draws unless --beam says otherwise
 
@@ -84,9 +84,14 @@ def attention(
     for path in [*(ckpt or []), reverse_ckpt]:
         if path is not None:
             check_checkpoint_path(path)
-    sources = sentences if sentences is not None else read_lines(src)
-    references = read_lines(ref) if ref else None
-    if references is not None:
+    if sentences is not None:
+        sources = sentences
+    else:
+        assert src is not None  # one of the two, checked above
+        sources = read_lines(src)
+    references: list[str] | None = None
+    if ref:
+        references = read_lines(ref)
         check_parallel(src or "the sentences", sources, ref, references)
     members = len(ckpt or [model])
     if ensemble_attention is not None and ensemble_attention >= members:
@@ -94,11 +99,14 @@ def attention(
             f"--ensemble-attention {ensemble_attention} names no member: "
             f"{members} --ckpt given (0 to {members - 1})"
         )
+    paths = ckpt or model
+    assert paths is not None  # one of the two, checked above
     opened = load(
-        ckpt or model, weights=ensemble_weight, attention_from=ensemble_attention, export=False,
+        paths, weights=ensemble_weight, attention_from=ensemble_attention, export=False,
         max_tokens=decode.max_tokens, max_source_len=decode.max_source_len,
         **search_options(decode),
     )  # fmt: skip
+    assert isinstance(opened, CheckpointModel)  # export=False: checkpoints
     trained = opened.trained
     reverse = load_trained(reverse_ckpt) if reverse_ckpt else None
     if reverse is not None:
@@ -123,8 +131,8 @@ def attention(
         reverse=reverse,
         title=f"Attention of {model or ' + '.join(ckpt or [])}",
     )
-    for path in [*result.heatmaps, *result.files]:
-        print(path)
+    for written in [*result.heatmaps, *result.files]:
+        print(written)
     print(format_summary(result.summary))
 
 

@@ -97,7 +97,11 @@ def export(
 
     if (ckpt is None) == (model is None):
         raise UsageError(f"export needs --ckpt or --model, one of them ({released_list()})")
-    path = check_checkpoint_path(ckpt) if ckpt is not None else resolve(model).checkpoint
+    if ckpt is not None:
+        path = check_checkpoint_path(ckpt)
+    else:
+        assert model is not None  # one of the two, checked above
+        path = resolve(model).checkpoint
     check_output_folder(out)
     if is_export(out) and not force:
         raise UsageError(

@@ -43,9 +43,9 @@ def other_splits(folder: Path, train: str, src_lang: str, tgt_lang: str) -> list
     stems = {path.name.split(".")[0] for path in folder.iterdir() if path.is_file()} - {train}
     files = []
     for split in sorted(stems):
-        sides = [split_file(folder, split, lang) for lang in (src_lang, tgt_lang)]
-        if all(sides):
-            files += sides
+        src, tgt = [split_file(folder, split, lang) for lang in (src_lang, tgt_lang)]
+        if src is not None and tgt is not None:
+            files += [src, tgt]
     return files
 
 
@@ -104,6 +104,7 @@ def distill(
         raise DataError(f"{data_dir}: --keep-originals needs {train_split}.{tgt_lang} (or .gz)")
     count = count_lines(sources)  # reads it all: bad UTF-8 stops us before any work
     if keep_originals:
+        assert targets is not None  # checked above
         check_parallel(str(sources), range(count), str(targets), range(count_lines(targets)))
     copies = other_splits(data_dir, train_split, src_lang, tgt_lang)
     teacher = open_model("distill", model, decode)
@@ -113,6 +114,7 @@ def distill(
         src_out, tgt_out = (folder / f"{train_split}.{lang}" for lang in (src_lang, tgt_lang))
         write_distilled(teacher, sources, count, src_out, tgt_out)
         if keep_originals:
+            assert targets is not None  # checked above
             append_lines(sources, src_out)
             append_lines(targets, tgt_out)
         for path in copies:

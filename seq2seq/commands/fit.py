@@ -12,9 +12,9 @@ import argparse
 import functools
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from jsonargparse import DefaultHelpFormatter, get_loader, set_loader
@@ -96,7 +96,10 @@ def default_loggers(root: str, tensorboard: bool, claim: bool) -> list[Logger]:
 def range_words() -> dict[str, str]:
     """``data.max_tokens`` -> ``an integer >= 1``: the ranges that the data module's and the
     task's arguments declare, as the help says them."""
-    built = {"data.": TranslationDataModule.__init__, "model.": TranslationTask.__init__}
+    built: dict[str, Callable[..., Any]] = {
+        "data.": TranslationDataModule.__init__,
+        "model.": TranslationTask.__init__,
+    }
     return {
         prefix + name: bounds.words(kind)
         for prefix, function in built.items()
@@ -122,14 +125,16 @@ class TrainingParser(OneLineErrors, LightningArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, formatter_class=RangeHelpFormatter, **kwargs)
 
-    def format_help(self) -> str:
+    def format_help(self, formatter: argparse.HelpFormatter | None = None) -> str:
         """The help, with the Trainer's 250 options after the toolkit's own, so that
         --model.* and --data.* come on the first screens."""
         trainer = (self.groups or {}).get("trainer")
-        if trainer in self._action_groups:  # argparse lists its groups in this order
-            self._action_groups.remove(trainer)
-            self._action_groups.append(trainer)
-        return super().format_help()
+        # argparse lists its groups in this order, a list that jsonargparse types Sequence
+        groups = cast("list[argparse._ArgumentGroup]", self._action_groups)
+        if trainer is not None and trainer in groups:
+            groups.remove(trainer)
+            groups.append(trainer)
+        return super().format_help(formatter)
 
 
 def _is_model_checkpoint(callback: Any) -> bool:
@@ -271,11 +276,14 @@ class Seq2SeqCLI(LightningCLI):
         default_logging = trainer_config.get("logger") in (None, True)
         if default_logging:  # set below, once this process's rank is known
             kwargs["logger"] = False
-        trainer = super().instantiate_trainer(**kwargs)
+        # the CLI's trainer_class, which Lightning types as its base
+        trainer = cast(AutoPrecisionTrainer, super().instantiate_trainer(**kwargs))
         if trainer.is_global_zero:
             self.note_precision_change(trainer)
         if self.subcommand == "fit" and trainer.is_global_zero:
-            run_lock = next(c for c in trainer.callbacks if isinstance(c, RunLock))
+            # Lightning sets trainer.callbacks at run time without declaring it
+            callbacks = trainer.callbacks  # type: ignore[attr-defined]
+            run_lock = next(c for c in callbacks if isinstance(c, RunLock))
             run_lock.acquire(self._get(self.config, "checkpoint.dirpath"))
             remove_checkpoints(self.checkpoints_to_replace)  # the lock is ours: no run uses them
         if default_logging:  # CSV (+ TensorBoard)
@@ -289,9 +297,9 @@ class Seq2SeqCLI(LightningCLI):
         self.model.check_trainer(self.trainer)
 
     def after_fit(self) -> None:
-        next(c for c in self.trainer.callbacks if isinstance(c, GracefulStop)).exit_if_stopped(
-            self.trainer
-        )
+        # Lightning sets trainer.callbacks at run time without declaring it
+        callbacks = self.trainer.callbacks  # type: ignore[attr-defined]
+        next(c for c in callbacks if isinstance(c, GracefulStop)).exit_if_stopped(self.trainer)
 
 
 UPGRADING_YAML = "seq2seq_yaml"  # jsonargparse's YAML with renamed class paths upgraded
@@ -361,7 +369,9 @@ def fit(*configs: str | Path, options: Sequence[str] = ()) -> Path:
     args = ["fit", *(a for config in configs for a in ("--config", str(config))), *options]
     cli = run_lightning(args)
     callback = cli.trainer.checkpoint_callback
-    chosen = (callback.best_model_path or callback.last_model_path) if callback else ""
+    chosen = ""
+    if isinstance(callback, ModelCheckpoint):
+        chosen = callback.best_model_path or callback.last_model_path
     if not chosen:
         raise Seq2SeqError("the run wrote no checkpoint (fast_dev_run, or no checkpointing?)")
     return Path(chosen)

@@ -154,7 +154,7 @@ def command_parser(name: str, function: Callable[..., Any]) -> ArgumentParser:
     hints, docs = get_type_hints(function, include_extras=True), _documented(function)
     for parameter in inspect.signature(function).parameters.values():
         hint = hints[parameter.name]
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             defaults = parameter.default if parameter.default is not parameter.empty else hint()
             field_hints, field_docs = get_type_hints(hint, include_extras=True), _documented(hint)
             for field in dataclasses.fields(hint):

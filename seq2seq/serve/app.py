@@ -19,7 +19,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import uvicorn
 from fastapi import FastAPI, HTTPException, Request
@@ -36,6 +36,7 @@ from seq2seq.serve.schema import (
     ErrorResponse,
     Health,
     Limits,
+    TranslateRequestBase,
     TranslateResponse,
     request_model,
 )
@@ -94,13 +95,14 @@ def create_app(engine: Engine, options: ServerSettings) -> FastAPI:
         """Translate every sentence of ``text``; word alignments and attention maps on
         request. Requests arriving together are translated in one batch."""
         nonlocal in_flight
+        request = cast(TranslateRequestBase, body)  # body's class is built at run time
         if in_flight >= options.max_concurrent:
             raise HTTPException(
                 503,
                 f"busy: {options.max_concurrent} requests are in flight (--max-concurrent); "
                 "try again",
             )
-        if (body.alignment or body.attention) and not engine.has_attention:
+        if (request.alignment or request.attention) and not engine.has_attention:
             raise HTTPException(
                 422,
                 "alignment and attention need a checkpoint: this server's model is a "
@@ -108,9 +110,11 @@ def create_app(engine: Engine, options: ServerSettings) -> FastAPI:
             )
         in_flight += 1
         try:
-            sentences = [Sentence(text, body.alignment, body.attention) for text in body.text]
-            size = sum(engine.size(text) for text in body.text)
-            key = SearchKey(body.beam, body.n_best)
+            sentences = [
+                Sentence(text, request.alignment, request.attention) for text in request.text
+            ]
+            size = sum(engine.size(text) for text in request.text)
+            key = SearchKey(request.beam, request.n_best)
             results = await batcher.submit(key, sentences, size)
         except Exception as error:
             log.exception("translating a request failed")

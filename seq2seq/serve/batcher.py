@@ -26,22 +26,23 @@ import contextlib
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-Run = Callable[[Hashable, list[Any]], Sequence[Any]]  # (key, items) -> one output per item
+KeyT = TypeVar("KeyT", bound=Hashable)  # what names a search: work with one key runs together
+Run = Callable[[KeyT, list[Any]], Sequence[Any]]  # (key, items) -> one output per item
 
 
 @dataclass
-class Work:
+class Work(Generic[KeyT]):
     """One request's items, their cost in source pieces, and where its outputs go."""
 
-    key: Hashable
+    key: KeyT
     items: list[Any]
     size: int
     future: asyncio.Future
 
 
-class Batcher:
+class Batcher(Generic[KeyT]):
     """Gathers submitted work into batches and runs them one at a time on one thread.
 
     Args:
@@ -51,11 +52,11 @@ class Batcher:
         wait_s: the longest a batch waits for the requests it expects.
     """
 
-    def __init__(self, run: Run, max_tokens: int, wait_s: float):
+    def __init__(self, run: Run[KeyT], max_tokens: int, wait_s: float):
         self._run = run
         self._max_tokens = max_tokens
         self._wait_s = wait_s
-        self._queue: asyncio.Queue[Work] = asyncio.Queue()
+        self._queue: asyncio.Queue[Work[KeyT]] = asyncio.Queue()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seq2seq-model")
         self._task: asyncio.Task | None = None
         self._in_flight = 0  # requests submitted and not yet answered
@@ -75,7 +76,7 @@ class Batcher:
                 await self._task
         self._executor.shutdown(wait=True)
 
-    async def submit(self, key: Hashable, items: list[Any], size: int) -> list[Any]:
+    async def submit(self, key: KeyT, items: list[Any], size: int) -> list[Any]:
         """The outputs of ``items`` (one each, in order), once a batch has run them."""
         future = asyncio.get_running_loop().create_future()
         self._in_flight += 1
@@ -91,7 +92,7 @@ class Batcher:
             for key, group in _by_key(batch).items():
                 await self._run_group(key, group)
 
-    async def _gather(self) -> list[Work]:
+    async def _gather(self) -> list[Work[KeyT]]:
         """The next batch: the first work to come, all that waits with it, and what follows
         within the wait until as many requests as were lately in flight at once are in."""
         batch = [await self._queue.get()]
@@ -116,7 +117,7 @@ class Batcher:
             tokens += work.size
         return batch
 
-    async def _run_group(self, key: Hashable, group: list[Work]) -> None:
+    async def _run_group(self, key: KeyT, group: list[Work[KeyT]]) -> None:
         """Run one key's work as one call of ``run`` and hand each its outputs."""
         items = [item for work in group for item in work.items]
         loop = asyncio.get_running_loop()
@@ -137,9 +138,9 @@ class Batcher:
             start = end
 
 
-def _by_key(batch: list[Work]) -> dict[Hashable, list[Work]]:
+def _by_key(batch: list[Work[KeyT]]) -> dict[KeyT, list[Work[KeyT]]]:
     """The batch's work grouped by key, each group in arrival order."""
-    groups: dict[Hashable, list[Work]] = {}
+    groups: dict[KeyT, list[Work[KeyT]]] = {}
     for work in batch:
         groups.setdefault(work.key, []).append(work)
     return groups
