@@ -12,7 +12,7 @@ multi-head RNN attention and ``(L, H)`` (layers, heads) for the Transformer.
     state = state.select(beam_indices)                       # beam reordering
 
 A state's fields that depend on the source sentence alone (encoder outputs, attention keys
-and values prepared from them, source lengths) are declared with ``source_side()``. A
+and values prepared from them, source lengths) are marked ``Annotated[..., SOURCE_SIDE]``. A
 search may keep them once per sentence while the other fields hold one row per decoder
 row (a sentence's beams, side by side): attention given keys of G rows for queries of
 G * k rows lets each key row serve k consecutive query rows (``attention/base.py``).
@@ -27,6 +27,8 @@ Greedy and beam search (``inference/search.py``) are written once against this c
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -50,14 +52,24 @@ def select_batch(value: Any, indices: Tensor) -> Any:
 
 
 StateT = TypeVar("StateT", bound="State")
-SOURCE_SIDE = "source_side"  # the metadata key of a State field that depends on the source alone
 
 
-def source_side() -> Any:
-    """A ``State`` field that depends on the source sentence alone (``x: Tensor =
-    source_side()``): a search may keep it once per sentence, however many decoder rows
-    the sentence has."""
-    return dataclasses.field(metadata={SOURCE_SIDE: True})
+class SourceSide:
+    """The mark of a ``State`` field that depends on the source sentence alone
+    (``keys: Annotated[Tensor, SOURCE_SIDE]``): a search may keep it once per sentence,
+    however many decoder rows the sentence has."""
+
+
+SOURCE_SIDE = SourceSide()
+
+
+@functools.cache
+def source_side_fields(state_class: type) -> frozenset[str]:
+    """The names of the fields of ``state_class`` marked ``SOURCE_SIDE``."""
+    hints = typing.get_type_hints(state_class, include_extras=True)
+    return frozenset(
+        name for name, hint in hints.items() if SOURCE_SIDE in getattr(hint, "__metadata__", ())
+    )
 
 
 @dataclass

@@ -15,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq.attention import AdditiveAttention, Attention
-from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec, source_side
+from seq2seq.model import SOURCE_SIDE, EncoderDecoder, Memory, State, VocabSpec
 
 CellType = Literal["gru", "lstm"]
 MergeType = Literal["concat", "sum"]
@@ -105,16 +105,15 @@ class RNNEncoder(nn.Module):
 @dataclass
 class RNNState(State):
     """Decoder state between steps for B rows; the source side has B rows, or G when a
-    search keeps it once per sentence (``model.source_side``). Every tensor is batch-first."""
+    search keeps it once per sentence (``model.SOURCE_SIDE``). Every tensor is batch-first."""
 
-    # mypy reads source_side() as a default (it is field() without one): hence the ignores
     hidden: Hidden  # [B, L, H] (or (h, c))
-    keys: Tensor = source_side()  # attention-prepared keys [G, S, *]
-    values: Tensor = source_side()  # attention-prepared values [G, S, *]
-    src_lens: Tensor = source_side()  # [G]
+    keys: Annotated[Tensor, SOURCE_SIDE]  # attention-prepared keys [G, S, *]
+    values: Annotated[Tensor, SOURCE_SIDE]  # attention-prepared values [G, S, *]
+    src_lens: Annotated[Tensor, SOURCE_SIDE]  # [G]
     # Luong input feeding h~_{t-1} [B, H]; unused ([B, 0]) otherwise
-    feed: Tensor  # type: ignore[misc]
-    position: int  # type: ignore[misc]  # target position t of the next step
+    feed: Tensor  # Luong input feeding h~_{t-1} [B, H]; unused ([B, 0]) otherwise
+    position: int  # target position t of the next step
 
 
 class RNNDecoder(nn.Module):

@@ -13,13 +13,13 @@ import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Annotated, Literal, cast
 
 import torch
 from torch import Tensor, nn
 
 from seq2seq.attention import MultiHeadAttention
-from seq2seq.model import EncoderDecoder, Memory, State, VocabSpec, source_side
+from seq2seq.model import SOURCE_SIDE, EncoderDecoder, Memory, State, VocabSpec
 
 NormPlacement = Literal["pre", "post"]
 Init = Literal["xavier", "fairseq"]
@@ -199,17 +199,16 @@ class KeyValueCache(State):
 @dataclass
 class TransformerState(State):
     """The decoder's state for N rows; the source side has N rows, or G when a search keeps
-    it once per sentence (``model.source_side``).
+    it once per sentence (``model.SOURCE_SIDE``).
 
     cross: per layer, the source's keys/values [G, H, S, dh]; src_lens: [G];
     cache: the self-attention keys/values so far, t positions per row.
     """
 
-    # mypy reads source_side() as a default (it is field() without one): hence the ignores
-    cross: list[KV] = source_side()
-    cache: KeyValueCache  # type: ignore[misc]
-    src_lens: Tensor = source_side()
-    position: int  # type: ignore[misc]  # target position of the next step
+    cross: Annotated[list[KV], SOURCE_SIDE]
+    cache: KeyValueCache
+    src_lens: Annotated[Tensor, SOURCE_SIDE]
+    position: int  # target position of the next step
 
 
 class Transformer(EncoderDecoder):

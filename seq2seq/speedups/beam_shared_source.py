@@ -2,7 +2,7 @@
 
 Beam search reorders the decoder's rows at every step (``state.select``), but the rows it
 picks for a sentence always come from that sentence's own beams, and their source side
-(the fields a model declares ``source_side``: attention keys and values, source lengths)
+(the fields a model marks ``SOURCE_SIDE``: attention keys and values, source lengths)
 is the same for all of them. ``select_sharing_source`` is ``state.select`` that keeps
 those fields once per sentence: rows ``i * k ... i * k + k - 1`` share their row ``i``,
 and attention reads a sentence's ``k`` queries side by side against it (the contract of
@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor
 
-from seq2seq.model import SOURCE_SIDE, State, select_batch
+from seq2seq.model import State, select_batch, source_side_fields
 
 StateT = TypeVar("StateT", bound=State)
 
@@ -85,7 +85,7 @@ def select_sharing_source(state: StateT, indices: Tensor, rows: int) -> StateT:
     each (beam expansion, reordering within sentences, dropping finished sentences), and
     copied per row otherwise."""
     fields = dataclasses.fields(state)
-    source = [f.name for f in fields if f.metadata.get(SOURCE_SIDE)]
+    source = [f.name for f in fields if f.name in source_side_fields(type(state))]
     if not source and not any(_holds_states(getattr(state, f.name)) for f in fields):
         return state.select(indices)  # nothing of the source here: the state's own select
     changes: dict[str, Any] = {}

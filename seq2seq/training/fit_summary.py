@@ -33,9 +33,9 @@ def summary_line(trainer: pl.Trainer, seconds: float) -> str:
     chooser = next(c for c in callbacks if isinstance(c, ResumableCheckpoint))
     last = next((c.last_model_path for c in callbacks if c.last_model_path), "")
     if chooser.best_model_path:
-        assert chooser.best_model_score is not None  # the CLI's checkpoint monitors a score
-        score = float(chooser.best_model_score)
-        parts = [f"best checkpoint {chooser.best_model_path} ({chooser.monitor} {score:.2f})"]
+        score = chooser.best_model_score  # None: a config that monitors nothing
+        scored = "no score" if score is None else f"{chooser.monitor} {float(score):.2f}"
+        parts = [f"best checkpoint {chooser.best_model_path} ({scored})"]
     elif trainer.fast_dev_run:  # type: ignore[attr-defined]  # set by Lightning, undeclared
         parts = ["no best checkpoint (fast_dev_run)"]
     else:
