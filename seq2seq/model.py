@@ -27,7 +27,6 @@ Greedy and beam search (``inference/search.py``) are written once against this c
 from __future__ import annotations
 
 import dataclasses
-import functools
 import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -63,13 +62,19 @@ class SourceSide:
 SOURCE_SIDE = SourceSide()
 
 
-@functools.cache
-def source_side_fields(state_class: type) -> frozenset[str]:
-    """The names of the fields of ``state_class`` marked ``SOURCE_SIDE``."""
-    hints = typing.get_type_hints(state_class, include_extras=True)
-    return frozenset(
-        name for name, hint in hints.items() if SOURCE_SIDE in getattr(hint, "__metadata__", ())
-    )
+def source_side_fields(state: State) -> frozenset[str]:
+    """The names of the fields of ``state``'s class marked ``SOURCE_SIDE`` (read once per
+    class)."""
+    cls = type(state)
+    if cls not in _SOURCE_SIDE_FIELDS:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        _SOURCE_SIDE_FIELDS[cls] = frozenset(
+            name for name, hint in hints.items() if SOURCE_SIDE in getattr(hint, "__metadata__", ())
+        )
+    return _SOURCE_SIDE_FIELDS[cls]
+
+
+_SOURCE_SIDE_FIELDS: dict[type, frozenset[str]] = {}
 
 
 @dataclass

@@ -85,7 +85,7 @@ def select_sharing_source(state: StateT, indices: Tensor, rows: int) -> StateT:
     each (beam expansion, reordering within sentences, dropping finished sentences), and
     copied per row otherwise."""
     fields = dataclasses.fields(state)
-    source = [f.name for f in fields if f.name in source_side_fields(type(state))]
+    source = [f.name for f in fields if f.name in source_side_fields(state)]
     if not source and not any(_holds_states(getattr(state, f.name)) for f in fields):
         return state.select(indices)  # nothing of the source here: the state's own select
     changes: dict[str, Any] = {}
