@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SEQ2SEQ := $(BIN)/seq2seq
 STAMP := $(VENV)/.installed
-PROJECT_WITH_EXTRAS := -e ".[dev,tensorboard,serve,export]"
+PROJECT_WITH_EXTRAS := -e ".[dev,tensorboard,serve,export,hf]"
 export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_OFFLINE ?= 1
 

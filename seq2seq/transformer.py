@@ -23,6 +23,8 @@ from seq2seq.model import SOURCE_SIDE, EncoderDecoder, Memory, State, VocabSpec
 
 NormPlacement = Literal["pre", "post"]
 Init = Literal["xavier", "fairseq"]
+Activation = Literal["relu", "gelu", "silu"]  # of the feed-forward network
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
 KV = tuple[Tensor, Tensor]  # projected keys and values, each [B, H, S, dh]
 
 
@@ -63,11 +65,14 @@ class PositionalEncoding(nn.Module):
 
 
 class FeedForward(nn.Sequential):
-    """Position-wise Linear(d, ff) -> ReLU [-> dropout] -> Linear(ff, d)."""
+    """Position-wise Linear(d, ff) -> activation (ReLU) [-> dropout] -> Linear(ff, d)."""
 
-    def __init__(self, dim: int, ff_size: int, activation_dropout: float) -> None:
+    def __init__(
+        self, dim: int, ff_size: int, activation_dropout: float, activation: Activation = "relu"
+    ) -> None:
         inner = [nn.Dropout(activation_dropout)] if activation_dropout else []
-        super().__init__(nn.Linear(dim, ff_size), nn.ReLU(), *inner, nn.Linear(ff_size, dim))
+        act = ACTIVATIONS[activation]()
+        super().__init__(nn.Linear(dim, ff_size), act, *inner, nn.Linear(ff_size, dim))
 
 
 @dataclass(frozen=True)
@@ -101,11 +106,12 @@ class EncoderLayer(nn.Module):
     """Self-attention over the valid source positions, then the feed-forward network."""
 
     def __init__(
-        self, dim: int, heads: int, ff_size: int, dropout: Dropouts, norm: NormPlacement, sdpa: bool
-    ) -> None:
+        self, dim: int, heads: int, ff_size: int, dropout: Dropouts, norm: NormPlacement,
+        sdpa: bool, activation: Activation = "relu",
+    ) -> None:  # fmt: skip
         super().__init__()
         self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout.attention, sdpa=sdpa)
-        self.feed_forward = FeedForward(dim, ff_size, dropout.activation)
+        self.feed_forward = FeedForward(dim, ff_size, dropout.activation, activation)
         self.attn_block = Sublayer(dim, dropout.residual, norm)
         self.ff_block = Sublayer(dim, dropout.residual, norm)
 
@@ -122,12 +128,13 @@ class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the memory, feed-forward network."""
 
     def __init__(
-        self, dim: int, heads: int, ff_size: int, dropout: Dropouts, norm: NormPlacement, sdpa: bool
-    ) -> None:
+        self, dim: int, heads: int, ff_size: int, dropout: Dropouts, norm: NormPlacement,
+        sdpa: bool, activation: Activation = "relu",
+    ) -> None:  # fmt: skip
         super().__init__()
         self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout.attention, sdpa=sdpa)
         self.cross_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout.attention, sdpa=sdpa)
-        self.feed_forward = FeedForward(dim, ff_size, dropout.activation)
+        self.feed_forward = FeedForward(dim, ff_size, dropout.activation, activation)
         self.self_block = Sublayer(dim, dropout.residual, norm)
         self.cross_block = Sublayer(dim, dropout.residual, norm)
         self.ff_block = Sublayer(dim, dropout.residual, norm)
@@ -238,6 +245,10 @@ class Transformer(EncoderDecoder):
             gain 1/sqrt(2), as fairseq's multi-head attention, which is Glorot uniform over
             the three stacked into one [3d, d] matrix). Embeddings start at N(0, 1/d)
             either way.
+        activation: The feed-forward network's activation: ``relu`` (the paper's),
+            ``gelu`` or ``silu`` (swish, as Marian's OPUS-MT models).
+        output_bias: Give the output projection a bias, even when it is tied to the
+            target embedding (Marian's final logits bias).
     """
 
     def __init__(
@@ -255,6 +266,8 @@ class Transformer(EncoderDecoder):
         tie_embeddings: bool = True,
         sdpa: bool = False,
         init: Init = "xavier",
+        activation: Activation = "relu",
+        output_bias: bool = False,
     ) -> None:
         super().__init__(vocab)
         d = model_size
@@ -267,13 +280,13 @@ class Transformer(EncoderDecoder):
         )
         self.positions = PositionalEncoding(d, dropout)
         dropouts = Dropouts(dropout, attention_dropout, activation_dropout)
-        layer_args = (d, num_heads, ff_size, dropouts, norm, sdpa)
+        layer_args = (d, num_heads, ff_size, dropouts, norm, sdpa, activation)
         self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(decoder_layers))
         # Pre-norm stacks end with a layer norm; post-norm layers already end with one.
         self.encoder_norm = nn.LayerNorm(d) if norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if norm == "pre" else nn.Identity()
-        self.output = nn.Linear(d, vocab.tgt_size, bias=not tie_embeddings)
+        self.output = nn.Linear(d, vocab.tgt_size, bias=output_bias or not tie_embeddings)
         self._init_weights(d, init)
         if tie_embeddings:
             self.output.weight = self.tgt_embed.weight

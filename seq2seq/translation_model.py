@@ -29,6 +29,7 @@ from seq2seq.common.errors import DataError, Seq2SeqError
 from seq2seq.common.precision import warn_once_if_bf16_emulated
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
 from seq2seq.inference.ensemble import load_ensemble, normalized_weights
+from seq2seq.inference.huggingface import is_huggingface_model, looks_like_hub_id
 from seq2seq.inference.released import looks_like_a_name, resolve
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import Translation, translate_lines, translate_stream
@@ -316,6 +317,13 @@ def is_export(path: str | Path) -> bool:
     return Path(path).is_dir() and (Path(path) / "model.bin").is_file()
 
 
+def is_huggingface(path: str | Path) -> bool:
+    """A transformers model: a folder ``save_pretrained`` wrote, or a Hub id."""
+    if is_export(path):
+        return False
+    return is_huggingface_model(path) or looks_like_hub_id(path)
+
+
 def load(
     model: str | Path | Sequence[str | Path],
     weights: Sequence[float] | None = None,
@@ -325,6 +333,7 @@ def load(
     export: bool | None = None,
     attention_from: int | None = None,
     recase: str | Path | Recaser | Literal[False] | None = None,
+    hf: bool | None = None,
     **search: Any,
 ) -> TranslationModel:
     """Open a model to translate with.
@@ -333,8 +342,9 @@ def load(
         model: the name of a released model (``seq2seq models`` lists them: its file is
             checked against its recorded sha256 first); a checkpoint written by ``seq2seq
             fit`` (or ``seq2seq average``); several (a list) decode as an ensemble, the mean
-            of their log-probabilities at every step; or a folder written by ``seq2seq
-            export --to ctranslate2``.
+            of their log-probabilities at every step; a folder written by ``seq2seq
+            export --to ctranslate2``; or a Hugging Face transformers MarianMT model (see
+            ``hf``).
         weights: with several checkpoints, each one's weight in that mean (scaled to sum to
             1; default: equal).
         max_tokens: source pieces per batch, padding included.
@@ -344,6 +354,10 @@ def load(
             saying so); None: a folder holding CTranslate2's ``model.bin`` is one.
         attention_from: with several checkpoints, the member (0 is the first) whose own
             attention ``attention`` shows; None: the members' mean over heads and layers.
+        hf: True: ``model`` is a Hugging Face transformers MarianMT model, a folder
+            ``save_pretrained`` wrote or a Hub id (a network needed); None: a folder with a
+            ``config.json`` and no CTranslate2 ``model.bin``, or ``owner/name`` naming no
+            file here, is one (docs/huggingface.md).
         recase: a casing table (``seq2seq recase --learn``'s file, or a ``Recaser``) that
             restores case to the translations of a model trained on lowercased text; None:
             a released model's own table, if it has one; False: none.
@@ -360,9 +374,20 @@ def load(
         recase = next((r.casing for r in released if r and r.casing), None)
     # the table before any model is read: a wrong path fails at once
     recaser = Recaser.load(recase) if isinstance(recase, str | Path) else recase or None
-    if export and len(paths) != 1:
-        raise Seq2SeqError(f"an export is one folder, got {len(paths)} paths")
-    if export or (export is None and len(paths) == 1 and is_export(paths[0])):
+    if (export or hf) and len(paths) != 1:
+        raise Seq2SeqError(f"an export or a transformers model is one, got {len(paths)} paths")
+    if hf or (hf is None and len(paths) == 1 and is_huggingface(paths[0])):
+        if weights is not None or attention_from is not None or workers != 1:
+            raise Seq2SeqError(
+                "ensemble weights, attention_from and workers do not apply to a transformers model"
+            )
+        from seq2seq.inference.huggingface import load_huggingface
+
+        trained = load_huggingface(paths[0])
+        opened: TranslationModel = CheckpointModel(
+            trained.search, max_tokens, max_source_len, trained=trained
+        )
+    elif export or (export is None and len(paths) == 1 and is_export(paths[0])):
         if weights is not None or attention_from is not None:
             raise Seq2SeqError(
                 "ensemble weights and attention_from apply to checkpoints, not an export"
@@ -370,9 +395,7 @@ def load(
         from seq2seq.inference.ct2_translate import load_export
 
         exported = load_export(paths[0], workers=workers)
-        opened: TranslationModel = ExportModel(
-            exported.search, max_tokens, max_source_len, exported=exported
-        )
+        opened = ExportModel(exported.search, max_tokens, max_source_len, exported=exported)
     else:
         if workers != 1:
             raise Seq2SeqError("workers applies to a CTranslate2 export only")

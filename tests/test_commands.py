@@ -87,7 +87,7 @@ def test_each_option_out_of_range_is_one_line_before_any_work(
 @pytest.mark.parametrize(
     ("models", "error"),
     [
-        ([], "translate needs --model, --ckpt or --ctranslate2 (no released models found)"),
+        ([], "translate needs --model, --ckpt, --hf or --ctranslate2 (no released models found)"),
         (["--ckpt", "a", "--ctranslate2", "b"], "--ckpt and --ctranslate2 exclude each other"),
         (["--model", "m", "--ctranslate2", "b"], "--model and --ctranslate2 exclude each other"),
     ],

@@ -45,7 +45,7 @@ def test_streamed_and_all_at_once_translations_agree(trained_run: dict):
 @pytest.mark.parametrize(
     ("ckpt", "ctranslate2", "message"),
     [
-        (None, None, "translate needs --model, --ckpt or --ctranslate2"),
+        (None, None, "translate needs --model, --ckpt, --hf or --ctranslate2"),
         (["a.ckpt"], "folder", "--ckpt and --ctranslate2 exclude each other"),
     ],
 )

@@ -124,7 +124,7 @@ def test_positional_encoding_plots(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("args", "status", "message"),
     [
-        ([], 2, "attention needs --model or --ckpt, one of them"),
+        ([], 2, "attention needs --model, --ckpt or --hf, one of them"),
         (["CKPT"], 2, "attention needs sentences or --src, one of them"),
         (["CKPT", "--src", "SRC", "forty-two"], 2, "attention needs sentences or --src"),
         (["CKPT", "--src", "SRC", "--ref", "REF"], 1, "has 7 lines but"),

@@ -51,6 +51,7 @@ def test_translate_imports_no_training_stack_and_no_matplotlib(trained_run: dict
     imported = imported_by(["translate", "--ckpt", str(trained_run["ckpt"])], "twenty-one\n")
     assert_lean(imported)
     assert "matplotlib" not in imported
+    assert "transformers" not in imported  # only a Hugging Face model brings it
 
 
 def test_the_server_imports_no_training_stack_and_no_matplotlib() -> None:
@@ -63,6 +64,7 @@ def test_the_server_imports_no_training_stack_and_no_matplotlib() -> None:
     assert done.returncode == 0, done.stderr
     imported = {name.partition(".")[0] for name in json.loads(done.stdout.splitlines()[-1])}
     assert "fastapi" in imported and "matplotlib" not in imported
+    assert "transformers" not in imported
     assert not imported & set(TRAINING_STACK), sorted(imported & set(TRAINING_STACK))
 
 

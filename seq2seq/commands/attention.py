@@ -30,6 +30,7 @@ def attention(
     out: str = "attention",
     model: str | None = None,
     ckpt: list[str] | None = None,
+    hf: str | None = None,
     ensemble_weight: list[float] | None = None,
     ensemble_attention: Annotated[int, Range(0)] | None = None,
     decode: DecodeSettings = GREEDY_SEARCH,
@@ -54,6 +55,7 @@ def attention(
         out: folder for the heatmaps, alignments and report
         model: a released model, by name (`seq2seq models` lists them)
         ckpt: checkpoint written by `seq2seq fit`; repeat it to inspect an ensemble
+        hf: a Hugging Face transformers MarianMT model (a save_pretrained folder or a Hub id)
         ensemble_weight: with several --ckpt, the members' weights, one per --ckpt in the
             same order (scaled to sum to 1; default: equal); the mean attention is weighted
             alike
@@ -74,8 +76,10 @@ def attention(
     from seq2seq.inspection.stats import format_summary
 
     check_output_folder(out)
-    if (model is None) == (ckpt is None):
-        raise UsageError(f"attention needs --model or --ckpt, one of them ({released_list()})")
+    if sum(x is not None for x in (model, ckpt, hf)) != 1:
+        raise UsageError(
+            f"attention needs --model, --ckpt or --hf, one of them ({released_list()})"
+        )
     if (sentences is None) == (src is None):
         raise UsageError("attention needs sentences or --src, one of them")
     if model is not None:
@@ -93,16 +97,17 @@ def attention(
     if ref:
         references = read_lines(ref)
         check_parallel(src or "the sentences", sources, ref, references)
-    members = len(ckpt or [model])
+    members = len(ckpt or [model or hf])
     if ensemble_attention is not None and ensemble_attention >= members:
         raise Seq2SeqError(
             f"--ensemble-attention {ensemble_attention} names no member: "
             f"{members} --ckpt given (0 to {members - 1})"
         )
-    paths = ckpt or model
-    assert paths is not None  # one of the two, checked above
+    paths = ckpt or model or hf
+    assert paths is not None  # one of the three, checked above
     opened = load(
         paths, weights=ensemble_weight, attention_from=ensemble_attention, export=False,
+        hf=hf is not None or None,
         max_tokens=decode.max_tokens, max_source_len=decode.max_source_len,
         **search_options(decode),
     )  # fmt: skip
@@ -129,7 +134,7 @@ def attention(
         references=references,
         search=opened.search,
         reverse=reverse,
-        title=f"Attention of {model or ' + '.join(ckpt or [])}",
+        title=f"Attention of {model or hf or ' + '.join(ckpt or [])}",
     )
     for written in [*result.heatmaps, *result.files]:
         print(written)

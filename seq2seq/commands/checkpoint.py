@@ -19,6 +19,7 @@ from seq2seq.inference.checkpoint import (
 )
 from seq2seq.inference.decoding import released_list
 from seq2seq.inference.export import Quantization
+from seq2seq.inference.huggingface import is_huggingface_model
 from seq2seq.inference.released import resolve
 from seq2seq.inference.upgrade import upgraded_payload
 from seq2seq.translation_model import is_export
@@ -70,31 +71,31 @@ def upgrade(ckpt: str, out: str, force: bool = False) -> None:
 
 @command
 def export(
-    to: Literal["ctranslate2"],
+    to: Literal["ctranslate2", "huggingface"],
     out: str,
     ckpt: str | None = None,
     model: str | None = None,
     quantization: Quantization = "float32",
     force: bool = False,
 ) -> None:
-    """Export a Transformer checkpoint to CTranslate2.
+    """Export a Transformer checkpoint to CTranslate2 or Hugging Face transformers.
 
-    Its weights, its SentencePiece model(s) and vocabulary, in one folder that `seq2seq
-    translate --ctranslate2 DIR` and ctranslate2.Translator read. A folder that holds an
-    export already is kept unless --force.
+    Its weights, its SentencePiece model(s) and vocabulary, in one folder: for
+    ctranslate2, one that `seq2seq translate --ctranslate2 DIR` and ctranslate2.Translator
+    read; for huggingface, a MarianMT model that transformers' from_pretrained reads (a
+    post-norm Transformer: a pre-norm one has no transformers architecture that computes it
+    exactly, and is refused). A folder that holds an export already is kept unless --force.
 
     Args:
-        to: the engine to export for
+        to: the engine (or library) to export for
         out: folder to write the model into
         ckpt: Transformer checkpoint written by `seq2seq fit`
         model: a released Transformer, by name (`seq2seq models` lists them), instead of
             --ckpt
-        quantization: type of the stored weights (int8: about 4 times smaller and faster on
-            CPUs)
+        quantization: type of the stored weights, for ctranslate2 (int8: about 4 times
+            smaller and faster on CPUs)
         force: replace the export already in --out if there is one
     """
-    from seq2seq.inference.export import export_ctranslate2, import_ctranslate2
-
     if (ckpt is None) == (model is None):
         raise UsageError(f"export needs --ckpt or --model, one of them ({released_list()})")
     if ckpt is not None:
@@ -103,9 +104,22 @@ def export(
         assert model is not None  # one of the two, checked above
         path = resolve(model).checkpoint
     check_output_folder(out)
-    if is_export(out) and not force:
+    if (is_export(out) or is_huggingface_model(out)) and not force:
         raise UsageError(
             f"--out {out} holds an export already; give another folder, or --force to replace it"
         )
+    if to == "huggingface":
+        from seq2seq.inference.huggingface import check_exportable, export_huggingface
+        from seq2seq.inference.huggingface import import_transformers as import_library
+
+        if quantization != "float32":
+            raise UsageError("--quantization applies to --to ctranslate2 only")
+        import_library()  # before loading the checkpoint: a missing package fails fast
+        trained = load_trained(path)
+        check_exportable(trained)
+        print(export_huggingface(trained, out))
+        return
+    from seq2seq.inference.export import export_ctranslate2, import_ctranslate2
+
     import_ctranslate2()  # before loading the checkpoint: a missing package fails fast
     print(export_ctranslate2(load_trained(path), out, quantization))

@@ -26,6 +26,7 @@ def open_model(
     return load(
         model.paths, weights=model.ensemble_weight, max_tokens=options.max_tokens,
         max_source_len=options.max_source_len, workers=model.ctranslate2_workers,
-        export=model.ctranslate2 is not None, recase=model.recase_table,
+        export=model.ctranslate2 is not None, hf=model.hf is not None or None,
+        recase=model.recase_table,
         **search_options(options, n_best),
     )  # fmt: skip

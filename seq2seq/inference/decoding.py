@@ -63,6 +63,8 @@ class ModelSettings:
             translations of a model trained on lowercased text (data.lowercase); a released
             model that writes lowercase brings its own (--recase none: lowercase output)
         model: a released model, by name (`seq2seq models` lists them), instead of --ckpt
+        hf: a Hugging Face transformers MarianMT model (OPUS-MT, say): a folder written by
+            save_pretrained, or a Hub id (with a network), instead of --ckpt
     """
 
     ckpt: list[str] | None = None
@@ -71,13 +73,14 @@ class ModelSettings:
     ctranslate2_workers: Annotated[int, Range(1)] = 1
     recase: str | None = None
     model: str | None = None
+    hf: str | None = None
 
     @property
     def paths(self) -> list[str]:
         """What the model is read from: the --model name, the --ckpt files, or the
         --ctranslate2 folder."""
-        if self.model is not None:
-            return [self.model]
+        if self.model is not None or self.hf is not None:
+            return [self.model or self.hf or ""]
         return [self.ctranslate2] if self.ctranslate2 is not None else self.ckpt or []
 
     @property
@@ -126,10 +129,12 @@ def check_model_options(command: str, model: ModelSettings) -> None:
     """The checks of a decoding ``command``'s model that need no loading: ``--model`` (a
     released model's name), ``--ckpt`` (each path a checkpoint file, weighted by
     ``--ensemble-weight`` if several) or ``--ctranslate2``, one of the three."""
-    given = [o for o, v in (("--model", model.model), ("--ckpt", model.ckpt),
+    given = [o for o, v in (("--model", model.model), ("--ckpt", model.ckpt), ("--hf", model.hf),
                             ("--ctranslate2", model.ctranslate2)) if v is not None]  # fmt: skip
     if not given:
-        raise UsageError(f"{command} needs --model, --ckpt or --ctranslate2 ({released_list()})")
+        raise UsageError(
+            f"{command} needs --model, --ckpt, --hf or --ctranslate2 ({released_list()})"
+        )
     if len(given) > 1:
         raise UsageError(f"{' and '.join(given)} exclude each other")
     if model.ctranslate2_workers != 1 and model.ctranslate2 is None:

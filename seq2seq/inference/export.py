@@ -102,13 +102,18 @@ def _set_decoder_layer(spec: Any, layer: DecoderLayer) -> None:
 def transformer_spec(model: Transformer) -> TransformerSpec:
     """CTranslate2's description of ``model``, weights included (vocabularies not yet)."""
     from ctranslate2.specs import TransformerDecoderSpec, TransformerEncoderSpec, TransformerSpec
+    from ctranslate2.specs.common_spec import Activation
 
     pre_norm = isinstance(model.encoder_norm, nn.LayerNorm)
-    heads = cast(DecoderLayer, model.decoder[0]).self_attn.num_heads
-    encoder = TransformerEncoderSpec(len(model.encoder), heads, pre_norm=pre_norm)
+    first = cast(DecoderLayer, model.decoder[0])
+    heads = first.self_attn.num_heads
+    kinds = {nn.ReLU: Activation.RELU, nn.GELU: Activation.GELU, nn.SiLU: Activation.SWISH}
+    activation = kinds[type(first.feed_forward[1])]
+    encoder = TransformerEncoderSpec(len(model.encoder), heads, pre_norm, activation=activation)
     decoder = TransformerDecoderSpec(
-        len(model.decoder), heads, pre_norm=pre_norm, alignment_layer=-1, alignment_heads=0
-    )  # alignment_heads 0: the mean over every head of the alignment layer
+        len(model.decoder), heads, pre_norm=pre_norm, activation=activation, alignment_layer=-1,
+        alignment_heads=0,
+    )  # alignment_heads 0: the mean over every head of the alignment layer  # fmt: skip
     d = model.tgt_embed.embedding_dim
     positions = sinusoidal_table(POSITIONS, d).numpy()
     embeddings = {id(model.tgt_embed.weight): _array(model.tgt_embed.weight)}  # tied: one array
