@@ -102,18 +102,40 @@ class Sublayer(nn.Module):
         return y if self.pre else self.norm(y)
 
 
+@dataclass(frozen=True)
+class LayerSettings:
+    """What every layer of both stacks shares: width, heads, feed-forward size and
+    activation, dropouts, where the norms sit, and whether attention may take SDPA."""
+
+    dim: int
+    heads: int
+    ff_size: int
+    dropout: Dropouts
+    norm: NormPlacement
+    sdpa: bool = False
+    activation: Activation = "relu"
+
+    def attention(self) -> MultiHeadAttention:
+        return MultiHeadAttention(
+            self.dim, self.dim, self.heads, dropout=self.dropout.attention, sdpa=self.sdpa
+        )
+
+    def feed_forward(self) -> FeedForward:
+        return FeedForward(self.dim, self.ff_size, self.dropout.activation, self.activation)
+
+    def sublayer(self) -> Sublayer:
+        return Sublayer(self.dim, self.dropout.residual, self.norm)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention over the valid source positions, then the feed-forward network."""
 
-    def __init__(
-        self, dim: int, heads: int, ff_size: int, dropout: Dropouts, norm: NormPlacement,
-        sdpa: bool, activation: Activation = "relu",
-    ) -> None:  # fmt: skip
+    def __init__(self, settings: LayerSettings) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout.attention, sdpa=sdpa)
-        self.feed_forward = FeedForward(dim, ff_size, dropout.activation, activation)
-        self.attn_block = Sublayer(dim, dropout.residual, norm)
-        self.ff_block = Sublayer(dim, dropout.residual, norm)
+        self.self_attn = settings.attention()
+        self.feed_forward = settings.feed_forward()
+        self.attn_block = settings.sublayer()
+        self.ff_block = settings.sublayer()
 
     def forward(self, x: Tensor, src_lens: Tensor) -> Tensor:
         """x [B, S, d] -> [B, S, d]."""
@@ -127,17 +149,14 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the memory, feed-forward network."""
 
-    def __init__(
-        self, dim: int, heads: int, ff_size: int, dropout: Dropouts, norm: NormPlacement,
-        sdpa: bool, activation: Activation = "relu",
-    ) -> None:  # fmt: skip
+    def __init__(self, settings: LayerSettings) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout.attention, sdpa=sdpa)
-        self.cross_attn = MultiHeadAttention(dim, dim, heads, dropout=dropout.attention, sdpa=sdpa)
-        self.feed_forward = FeedForward(dim, ff_size, dropout.activation, activation)
-        self.self_block = Sublayer(dim, dropout.residual, norm)
-        self.cross_block = Sublayer(dim, dropout.residual, norm)
-        self.ff_block = Sublayer(dim, dropout.residual, norm)
+        self.self_attn = settings.attention()
+        self.cross_attn = settings.attention()
+        self.feed_forward = settings.feed_forward()
+        self.self_block = settings.sublayer()
+        self.cross_block = settings.sublayer()
+        self.ff_block = settings.sublayer()
 
     def forward(
         self,
@@ -280,9 +299,9 @@ class Transformer(EncoderDecoder):
         )
         self.positions = PositionalEncoding(d, dropout)
         dropouts = Dropouts(dropout, attention_dropout, activation_dropout)
-        layer_args = (d, num_heads, ff_size, dropouts, norm, sdpa, activation)
-        self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(decoder_layers))
+        layers = LayerSettings(d, num_heads, ff_size, dropouts, norm, sdpa, activation)
+        self.encoder = nn.ModuleList(EncoderLayer(layers) for _ in range(encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(layers) for _ in range(decoder_layers))
         # Pre-norm stacks end with a layer norm; post-norm layers already end with one.
         self.encoder_norm = nn.LayerNorm(d) if norm == "pre" else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if norm == "pre" else nn.Identity()

@@ -263,9 +263,9 @@ def load_huggingface(name: str | Path) -> Trained:
     if model.output.bias is not None:
         state["output.bias"] = bias
     model.load_state_dict(state, strict=False)  # tied matrices once; the table is computed
-    missing = set(model.state_dict()) - set(state) - {"output.weight", "src_embed.weight"}
-    if missing:
-        raise Seq2SeqError(f"{label}: weights that did not map: {sorted(missing)[:5]}")
+    unmapped = set(model.state_dict()) - set(state) - {"output.weight", "src_embed.weight"}
+    if unmapped:
+        raise Seq2SeqError(f"{label}: weights that did not map: {sorted(unmapped)[:5]}")
     vocab = MarianVocabulary(MarianSide(tokenizer, False), MarianSide(tokenizer, True), spec)
     languages = {"src_lang": getattr(tokenizer, "source_lang", None),
                  "tgt_lang": getattr(tokenizer, "target_lang", None)}  # fmt: skip
