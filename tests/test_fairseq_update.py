@@ -258,7 +258,7 @@ def test_the_anchor_recipe_resolves_to_fairseqs_settings(anchor: dict[str, Any])
         "model_size": 128, "num_heads": 4, "ff_size": 256, "encoder_layers": 4,
         "decoder_layers": 4, "dropout": 0.3, "attention_dropout": 0.0,
         "activation_dropout": 0.0, "norm": "post", "tie_embeddings": True, "sdpa": False,
-        "init": "fairseq",
+        "init": "fairseq", "activation": "relu", "output_bias": False,
     }  # fmt: skip
     assert data["joint_vocab"] is True  # --share-all-embeddings: one matrix for all three
     assert (task["lr"], task["warmup_steps"]) == (fairseq.lr, fairseq.warmup_updates)
