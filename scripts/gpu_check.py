@@ -125,6 +125,7 @@ class Plan:
     decode_steps: int
     decode_rounds: int  # timed translations of the test set on the GPU
     fit_pairs: int  # training pairs of step 4
+    fit_eval_pairs: int  # its validation and test pairs, each
     fit_steps: tuple[int, int, int]  # optimizer steps before, after resuming; validate every
     fit_audit: tuple[int, int]  # training batches skipped, then audited for host syncs
     fit_overrides: dict[str, Any]  # step 4's config, beyond the recipe's
@@ -137,14 +138,15 @@ FULL = Plan(
     steps=(10, 40, 4),
     model={},
     base_pairs=2000, decode_pairs=(40_000, 1000), decode_steps=600, decode_rounds=3,
-    fit_pairs=20_000, fit_steps=(150, 200, 50), fit_audit=(20, 20), fit_overrides={},
+    fit_pairs=20_000, fit_eval_pairs=100, fit_steps=(150, 200, 50), fit_audit=(20, 20),
+    fit_overrides={},
 )  # fmt: skip
 TINY = Plan(
     tests=("masking",), test_workers=0, matmul_size=128, matmul_seconds=0.05,
     pairs=2000, vocab=500, max_tokens=(600,), fixed_tokens=(640,), steps=(2, 3, 2),
     model=TINY_MODEL,
-    base_pairs=150, decode_pairs=(300, 12), decode_steps=8, decode_rounds=1,
-    fit_pairs=300, fit_steps=(4, 6, 2), fit_audit=(2, 2),
+    base_pairs=150, decode_pairs=(300, 6), decode_steps=8, decode_rounds=1,
+    fit_pairs=300, fit_eval_pairs=8, fit_steps=(4, 6, 2), fit_audit=(2, 2),
     fit_overrides={"data": {"max_tokens": 400, "num_workers": 0},
                    "model": {"model": {"init_args": TINY_MODEL}}},
 )  # fmt: skip
@@ -419,11 +421,12 @@ def fit_section(device: torch.device, plan: Plan, work: Path) -> dict[str, Any]:
     """Step 4: ``seq2seq fit`` of the WMT14 recipe on one device through the real CLI, on
     demo text joined to WMT lengths, then ``--ckpt_path last`` continuing it."""
     corpus, run = work / "fit-corpus", work / "fit"
-    pairs = joined_pairs(demo_corpus(plan.base_pairs), plan.fit_pairs + 2 * 100, mean=6.0, seed=7)
+    held = plan.fit_eval_pairs
+    pairs = joined_pairs(demo_corpus(plan.base_pairs), plan.fit_pairs + 2 * held, mean=6.0, seed=7)
     for split, chosen in [
-        ("train", pairs[200:]),
-        ("validation", pairs[:100]),
-        ("test", pairs[100:200]),
+        ("train", pairs[2 * held :]),
+        ("validation", pairs[:held]),
+        ("test", pairs[held : 2 * held]),
     ]:
         write_split(corpus, split, chosen)
     first, total, every = plan.fit_steps
