@@ -43,9 +43,10 @@ demo: $(STAMP)
 	$(SEQ2SEQ) attention --ckpt $(DEMO_CKPT) --src $(DEMO_DATA)/test.en --limit 3 --out $(DEMO_RUN)/attention
 
 # the lint first (style, layers, types), then every core a pytest-xdist worker (one torch
-# thread each: tests/conftest.py)
+# thread each: tests/conftest.py), each taking whole files: a module's fixtures (trained
+# models, corpora) are then built once, not once per worker
 test: lint
-	$(BIN)/pytest -n auto
+	$(BIN)/pytest -n auto --dist loadfile
 
 # the unit tier: everything but fits, several processes and the browser (about a minute)
 test-fast: $(STAMP)

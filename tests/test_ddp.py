@@ -45,49 +45,59 @@ class RecordTrainingRows(pl.Callback):
         (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
 
 
-def test_ddp_shards_training_scores_whole_validation_set_and_checkpoint_translates(
+def test_the_demo_config_on_two_processes_shards_training_and_scores_all_of_val(
     trained_run, tmp_path
 ):
-    config = tiny_config(tmp_path, trained_run["corpus"])
-    # Lightning's progress bar reads the epoch's metrics on process 0 only: every
-    # collective must still meet its peers (it once hung at the end of epoch 0)
-    config["trainer"].update(strategy="ddp", devices=2, enable_progress_bar=True)
-    config["data"]["eval_max_tokens"] = 60  # several validation batches, shared out
-    config["trainer"]["callbacks"] = [
-        {"class_path": "test_ddp.RecordTrainingRows", "init_args": {"out": str(tmp_path)}}
-    ]
-    path = write_config(tmp_path / "ddp.yaml", config)
-    fit = run_seq2seq("fit", "--config", str(path), timeout=300)
+    """configs/demo.yaml as shipped (progress bar, loggers, checkpoints and callbacks by
+    default), shrunk and pointed at the tiny corpus, on two processes for two epochs: the
+    processes share the training batches out, score the whole validation set together, and
+    the checkpoint translates. Lightning's progress bar reads the epoch's metrics on process
+    0 only: every collective must still meet its peers (it once hung at the end of epoch 0)."""
+    config = yaml.safe_load((REPO_ROOT / "configs/demo.yaml").read_text())
+    root = tmp_path / "demo"
+    config["trainer"].update(max_epochs=2, default_root_dir=str(root), log_every_n_steps=5)
+    record = {"class_path": "test_ddp.RecordTrainingRows", "init_args": {"out": str(tmp_path)}}
+    config["trainer"]["callbacks"] = [*(config["trainer"].get("callbacks") or []), record]
+    model = config["model"]["model"]["init_args"]
+    model.update(embed_size=16, hidden_size=16)
+    model["attention"]["init_args"]["hidden_size"] = 16
+    config["data"].update(
+        source=str(trained_run["corpus"]),
+        vocab_size=400,
+        max_tokens=800,
+        eval_max_tokens=60,  # several validation batches, shared out
+        cache_dir=str(tmp_path / "cache"),
+    )
+    path = write_config(tmp_path / "demo.yaml", config)
+    ddp = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
+    fit = run_seq2seq("fit", "--config", str(path), *ddp, timeout=300)
     assert fit.returncode == 0, fit.stderr[-3000:]
+    assert "seq2seq: fit finished in " in fit.stderr  # the summary line, from process 0
 
-    # Both processes read the one tokenized copy in the cache, and take different batches:
-    # only the batch repeated to even out the last share may be in both.
+    # Both processes read the one tokenized copy in the cache and take every other batch:
+    # only the batch repeated to even out the last share may be in both, so each takes half
+    # the epoch's batches (rounded up), and an optimizer step is one batch of each.
     ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in (0, 1)]
     assert ranks[0]["files"] == ranks[1]["files"]
     assert all(Path(f).is_relative_to(tmp_path / "cache" / "tokens") for f in ranks[0]["files"])
+    steps = 0
     for epoch in ranks[0]["batches"]:
         zero, one = ({tuple(b) for b in rank["batches"][epoch]} for rank in ranks)
         assert len(zero & one) <= 1
         assert {i for b in zero | one for i in b} == set(range(ranks[0]["rows"]))
-
-    # Each process takes every other batch: an epoch has half the optimizer steps of the
-    # single-process run on the same data and budget (rounded up: the last share is padded).
-    single = torch.load(trained_run["ckpt"], map_location="cpu", weights_only=True)
-    ddp = torch.load(tmp_path / "run/checkpoints/last.ckpt", map_location="cpu", weights_only=True)
-    epochs = config["trainer"]["max_epochs"]
-    assert ddp["global_step"] == epochs * math.ceil(single["global_step"] / epochs / 2)
+        assert len(zero) == len(one) == math.ceil(len(zero | one) / 2)
+        steps += len(zero)
+    last = root / "checkpoints" / "last.ckpt"
+    assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == steps
 
     # val_bleu is only logged when the hypotheses of both processes cover the whole split.
-    with open(tmp_path / "run/logs/version_0/metrics.csv") as f:
-        bleu = [row["val_bleu"] for row in csv.DictReader(f) if row.get("val_bleu")]
-    assert len(bleu) == epochs
+    with open(root / "logs/version_0/metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len([row for row in rows if row.get("val_bleu")]) == 2
+    assert len([row for row in rows if row.get("train_ppl")]) == 2
 
-    translate = run_seq2seq(
-        "translate",
-        "--ckpt",
-        str(tmp_path / "run/checkpoints/last.ckpt"),
-        stdin="twenty-one\nthree hundred and five\n",
-    )
+    translate = run_seq2seq("translate", "--ckpt", str(last),
+                            stdin="twenty-one\nthree hundred and five\n")  # fmt: skip
     assert translate.returncode == 0, translate.stderr[-2000:]
     assert len(translate.stdout.splitlines()) == 2  # one line per input (2 epochs: maybe blank)
 
@@ -121,32 +131,6 @@ def test_skipping_nonfinite_steps_under_ddp_is_refused_before_its_processes_star
     status, error = cli_error(capsys, "fit", "--config", str(path))
     assert status == 1 and error.startswith("model.nonfinite_loss: skip works on one process only")
     assert not list(tmp_path.glob("run/checkpoints/*.ckpt"))  # no step was trained
-
-
-def test_ddp_with_the_demo_configs_defaults_runs_two_epochs(trained_run, tmp_path):
-    """configs/demo.yaml as shipped (progress bar, loggers, checkpoints and callbacks by
-    default), shrunk and pointed at the tiny corpus, on two processes for two epochs."""
-    config = yaml.safe_load((REPO_ROOT / "configs/demo.yaml").read_text())
-    root = tmp_path / "demo"
-    config["trainer"].update(max_epochs=2, default_root_dir=str(root), log_every_n_steps=5)
-    model = config["model"]["model"]["init_args"]
-    model.update(embed_size=16, hidden_size=16)
-    model["attention"]["init_args"]["hidden_size"] = 16
-    config["data"].update(
-        source=str(trained_run["corpus"]),
-        vocab_size=400,
-        max_tokens=800,
-        cache_dir=str(trained_run["root"] / "cache"),
-    )
-    path = write_config(tmp_path / "demo.yaml", config)
-    ddp = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
-    fit = run_seq2seq("fit", "--config", str(path), *ddp, timeout=300)
-    assert fit.returncode == 0, fit.stderr[-3000:]
-    with open(root / "logs/version_0/metrics.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert len([row for row in rows if row.get("val_bleu")]) == 2
-    assert len([row for row in rows if row.get("train_ppl")]) == 2
-    assert "seq2seq: fit finished in " in fit.stderr  # the summary line, from process 0
 
 
 def test_strategies_given_by_name_wait_at_most_the_collective_timeout():
