@@ -24,13 +24,13 @@ AUTO = "auto"
 BF16_PRECISIONS = frozenset({"bf16-mixed", "bf16-true", "bf16"})
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # /proc/cpuinfo's names
 # How much slower than fp32 bf16 ran where it is emulated, by PyTorch's CPU capability and
-# the work: the shipped Transformer recipe's training steps, and its beam search
-# (measured on one CPU of each kind: docs/benchmarks/precision.md).
+# the work: the shipped Transformer recipe's training steps, and beam search with a Multi30k
+# RNN (measured on one CPU of each kind: docs/benchmarks/precision.md).
 EMULATED_BF16_SLOWDOWN = {
     ("AVX2", "training"): "about 30 times",
     ("AVX512", "training"): "about 2.5 times",
-    ("AVX2", "decoding"): "several times",
-    ("AVX512", "decoding"): "several times",
+    ("AVX2", "decoding"): "about 2 times",
+    ("AVX512", "decoding"): "about 2 times",
 }
 PRECISION_HELP = "docs/benchmarks/precision.md"
 
