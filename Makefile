@@ -24,13 +24,12 @@ DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 install: $(STAMP)
 
 # torch first, pinned to the CPU wheel; then the project, whose torch range admits it, with
-# uv (the same packages as pip, in half the time: parallel downloads); pip where uv cannot
-# reach an index. No bytecode compiled ahead: Python writes it for the modules a run imports,
-# a small part of what is installed (transformers alone is thousands of files).
+# uv (the same packages as pip, in half the time: parallel downloads and compilation); pip
+# where uv cannot reach an index.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0 uv
-	$(BIN)/uv pip install --python $(BIN)/python --quiet $(PROJECT_WITH_EXTRAS) \
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode $(PROJECT_WITH_EXTRAS) \
 		|| $(BIN)/pip install --quiet --disable-pip-version-check $(PROJECT_WITH_EXTRAS)
 	touch $@
 
