@@ -73,6 +73,7 @@ class FeedForward(nn.Sequential):
         inner = [nn.Dropout(activation_dropout)] if activation_dropout else []
         act = ACTIVATIONS[activation]()
         super().__init__(nn.Linear(dim, ff_size), act, *inner, nn.Linear(ff_size, dim))
+        self.activation = activation  # its name, for exporters
 
 
 @dataclass(frozen=True)

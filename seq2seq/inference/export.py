@@ -107,8 +107,8 @@ def transformer_spec(model: Transformer) -> TransformerSpec:
     pre_norm = isinstance(model.encoder_norm, nn.LayerNorm)
     first = cast(DecoderLayer, model.decoder[0])
     heads = first.self_attn.num_heads
-    kinds = {nn.ReLU: Activation.RELU, nn.GELU: Activation.GELU, nn.SiLU: Activation.SWISH}
-    activation = kinds[type(first.feed_forward[1])]
+    kinds = {"relu": Activation.RELU, "gelu": Activation.GELU, "silu": Activation.SWISH}
+    activation = kinds[first.feed_forward.activation]
     encoder = TransformerEncoderSpec(len(model.encoder), heads, pre_norm, activation=activation)
     decoder = TransformerDecoderSpec(
         len(model.decoder), heads, pre_norm=pre_norm, activation=activation, alignment_layer=-1,

@@ -34,7 +34,8 @@ from seq2seq.text.spec import VocabSpec
 from seq2seq.transformer import DecoderLayer, EncoderLayer, Transformer
 
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")  # owner/name, as the Hub names a model
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # Marian -> ours
+TO_MARIAN = {"relu": "relu", "gelu": "gelu", "silu": "swish"}  # our activations -> Marian's
+ACTIVATIONS = {marian: ours for ours, marian in TO_MARIAN.items()} | {"silu": "silu"}  # back
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
 OTHER_FAMILIES = {
     "fsmt": "its positions start after the pad id, as fairseq's do",
@@ -313,8 +314,7 @@ def export_huggingface(trained: Trained, out: str | Path) -> Path:
     vocab, spec = trained.vocab, model.vocab
     d = model.tgt_embed.embedding_dim
     layer = first_layer(model)
-    activation = {nn.ReLU: "relu", nn.GELU: "gelu", nn.SiLU: "swish"}[
-        type(layer.feed_forward[1])]  # fmt: skip
+    activation = TO_MARIAN[layer.feed_forward.activation]
     ff_size = cast(nn.Linear, layer.feed_forward[0]).out_features
     config = transformers.MarianConfig(
         vocab_size=spec.src_size, decoder_vocab_size=spec.tgt_size, d_model=d,
