@@ -220,7 +220,7 @@ def load_huggingface(name: str | Path) -> Trained:
     transformers.utils.logging.disable_progress_bar()  # no bar for a few files read
     label = str(name)
     local = Path(name).is_dir()
-    if local and not (Path(name) / "config.json").is_file():
+    if local and not is_huggingface_model(name):
         raise UsageError(f"{label} holds no config.json: not a transformers model")
     try:
         config = transformers.AutoConfig.from_pretrained(label)
