@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 import yaml
-from benchkit import SEQ2SEQ, cpu_model, load_json, run, save_json
+from benchkit import SEQ2SEQ, cpu_model, evaluate_json, run, save_json
 
 from seq2seq.common.precision import Machine
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY
@@ -58,13 +58,11 @@ def evaluate(model: list[str], src: Path, ref: Path, folder: Path, env: dict) ->
     """``seq2seq evaluate`` of ``model`` (its command-line options: ``--model NAME`` or
     ``--ckpt CKPT`` with a search) in a process of its own: scores, speed, translations."""
     folder.mkdir(parents=True, exist_ok=True)
+    try:
+        scores, usage = evaluate_json(model, src, ref, folder, [], env)
+    except RuntimeError as error:
+        sys.exit(str(error))
     hyps = folder / "hypotheses.txt"
-    command = [*SEQ2SEQ, "evaluate", *model, "--src", str(src), "--ref", str(ref), "--json"]
-    usage = run([*command, "--output", str(hyps)], folder / "evaluate.json",
-                folder / "evaluate.log", env=env)  # fmt: skip
-    if usage.status != 0:
-        sys.exit(f"evaluation failed: {folder / 'evaluate.log'}")
-    scores = load_json(folder / "evaluate.json")
     return {
         "bleu_literature": scores["bleu_literature"]["score"],
         "bleu": scores["bleu"]["score"],

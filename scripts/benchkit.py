@@ -370,6 +370,21 @@ def averaged(checkpoints: Sequence[Path], out: Path) -> Path:
     return out
 
 
+def evaluate_json(
+    model: Sequence[str], src: Path, ref: Path, folder: Path, options: Sequence[str],
+    env: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], Run]:  # fmt: skip
+    """``seq2seq evaluate --json`` of ``model`` (its options: ``--ckpt CKPT``, ``--model
+    NAME``) on ``src``/``ref`` with ``options``, the translations into
+    ``folder``/hypotheses.txt: its JSON, and what ``run`` measured of it."""
+    command = [*SEQ2SEQ, "evaluate", *model, "--src", str(src), "--ref", str(ref), "--json"]
+    command += ["--output", str(folder / "hypotheses.txt"), *options]
+    usage = run(command, folder / "evaluate.json", folder / "evaluate.log", env=env)
+    if usage.status != 0:
+        raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")
+    return load_json(folder / "evaluate.json"), usage
+
+
 def evaluate(
     checkpoint: str | list[str],
     src: Path,
@@ -391,19 +406,14 @@ def evaluate(
     are subword-nmt pieces, joined before they are scored (``evaluate --remove-bpe``);
     ``env``: over this process's environment."""
     members = [checkpoint] if isinstance(checkpoint, str) else checkpoint
-    command = [*SEQ2SEQ, "evaluate", *(a for m in members for a in ("--ckpt", m))]
-    command += ["--src", str(src), "--ref", str(ref)]
-    command += ["--beam", str(beam), "--json", "--output", str(folder / "hypotheses.txt")]
-    command += ["--bf16"] if bf16 else []
-    command += [] if length_penalty is None else ["--length-penalty", str(length_penalty)]
+    options = ["--beam", str(beam)] + (["--bf16"] if bf16 else [])
+    options += [] if length_penalty is None else ["--length-penalty", str(length_penalty)]
     if ensemble_weights is not None:
-        command += ["--ensemble-weight", *map(str, ensemble_weights)]
-    command += [] if recase is None else ["--recase", str(recase)]
-    command += ["--remove-bpe"] if remove_bpe else []
-    usage = run(command, folder / "evaluate.json", folder / "evaluate.log", env=env)
-    if usage.status != 0:
-        raise RuntimeError(f"evaluation failed, see {folder / 'evaluate.log'}")
-    scores = load_json(folder / "evaluate.json")
+        options += ["--ensemble-weight", *map(str, ensemble_weights)]
+    options += [] if recase is None else ["--recase", str(recase)]
+    options += ["--remove-bpe"] if remove_bpe else []
+    model = [a for m in members for a in ("--ckpt", m)]
+    scores, usage = evaluate_json(model, src, ref, folder, options, env)
     return {
         "bleu": scores["bleu"]["score"],
         "bleu_literature": scores.get("bleu_literature", {}).get("score"),
