@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 from cli_errors import cli_error
-from tiny_run import SIZES, cut_into_pieces, run_seq2seq, tiny_config, write_config
+from tiny_run import SIZES, cut_into_pieces, tiny_config, write_config
 
 from seq2seq.commands.fit import ConfigIntoCheckpoint, Seq2SeqCLI
 from seq2seq.commands.main import main
@@ -210,8 +210,8 @@ def test_transformer_fits_translates_and_draws_attention(
     assert len(list((tmp_path / "a").glob("*.png"))) == 1
 
 
-def test_unknown_config_key_is_an_error(trained_run):
-    result = run_seq2seq("fit", "--config", str(trained_run["config"]), "--model.lrr", "0.1")
+def test_unknown_config_key_is_an_error(trained_run, run_here):
+    result = run_here("fit", "--config", str(trained_run["config"]), "--model.lrr", "0.1")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [  # the whole of stderr: no usage screen, no traceback
         "seq2seq: error: unrecognized arguments: --model.lrr 0.1 (see seq2seq fit --help)"
@@ -228,8 +228,8 @@ def test_misaligned_corpus_is_one_line_error(tmp_path, capsys):
     assert status == 1 and "400" in error and "399" in error
 
 
-def test_missing_checkpoint_is_one_line_error(tmp_path):
-    result = run_seq2seq("translate", "--ckpt", str(tmp_path / "nope.ckpt"), stdin="hello\n")
+def test_missing_checkpoint_is_one_line_error(tmp_path, run_here):
+    result = run_here("translate", "--ckpt", str(tmp_path / "nope.ckpt"), stdin="hello\n")
     assert result.returncode == 1
     assert (
         result.stderr.strip() == f"seq2seq: error: checkpoint not found: {tmp_path / 'nope.ckpt'}"

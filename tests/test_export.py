@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from cli_errors import cli_error
-from tiny_run import run_seq2seq, tiny_config, write_config
+from tiny_run import tiny_config, write_config
 
 import seq2seq
 from seq2seq.commands.main import main
@@ -326,18 +326,18 @@ def test_an_rnn_checkpoint_is_refused_in_one_line(trained_run, tmp_path, run_her
         (["--to", "onnx"], "argument --to: invalid choice: 'onnx'"),
     ],
 )
-def test_bad_export_options_are_one_line(trained_run, tmp_path, args, message):
+def test_bad_export_options_are_one_line(trained_run, tmp_path, run_here, args, message):
     options = {"--to": "ctranslate2", **dict(zip(args[::2], args[1::2], strict=True))}
     flat = [item for pair in options.items() for item in pair]
     ckpt = str(trained_run["ckpt"])
-    result = run_seq2seq("export", "--ckpt", ckpt, "--out", str(tmp_path), *flat)
+    result = run_here("export", "--ckpt", ckpt, "--out", str(tmp_path), *flat)
     assert result.returncode == 2
     [line] = result.stderr.splitlines()
     assert line.startswith(f"seq2seq: error: {message}")
 
 
-def test_translate_ctranslate2_refuses_a_folder_without_an_export(tmp_path):
-    result = run_seq2seq("translate", "--ctranslate2", str(tmp_path))
+def test_translate_ctranslate2_refuses_a_folder_without_an_export(tmp_path, run_here):
+    result = run_here("translate", "--ctranslate2", str(tmp_path))
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"seq2seq: error: {tmp_path} is not a CTranslate2 export of seq2seq (no seq2seq.json; "

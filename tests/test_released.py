@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_run import run_seq2seq
 
 import seq2seq
 from seq2seq.common.errors import CheckpointError, Seq2SeqError
@@ -102,7 +101,7 @@ def test_a_name_that_does_not_exist_gets_the_names_that_do(named: Path):
 
 @pytest.mark.parametrize("damage", ["one byte", "truncated", "missing"])
 def test_an_altered_or_truncated_file_is_refused_in_one_line(
-    named: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+    named: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_here, damage: str
 ):
     copy = tmp_path / "models"
     shutil.copytree(named, copy)
@@ -120,7 +119,7 @@ def test_an_altered_or_truncated_file_is_refused_in_one_line(
         seq2seq.load(NAME)
     message = str(refused.value)
     assert "\n" not in message and str(path) in message and "restore it" in message
-    done = run_seq2seq("translate", "--model", NAME, stdin="forty-two\n")
+    done = run_here("translate", "--model", NAME, stdin="forty-two\n")
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and str(path) in done.stderr
 
