@@ -3,7 +3,8 @@
 Every cell of every Markdown table holds at most ``MAX_CELL`` characters (the story behind a
 figure goes to its appendix under docs/benchmarks/), every row has as many cells as its
 header, and every relative link of the report and of its appendices names a file that
-exists, and a heading of that file where it names one.
+exists, and a heading of that file where it names one. The README's results table, the
+first figures a newcomer reads, holds at most ``README_RESULTS_ROWS`` models.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "BENCHMARKS.md"
 APPENDICES = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
 MAX_CELL = 120
+README = ROOT / "README.md"
+README_RESULTS_ROWS = 5
 
 SEPARATOR = re.compile(r"^\s*:?-+:?\s*$")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -120,6 +123,21 @@ def test_report_tables_have_short_cells_and_whole_rows() -> None:
     text = REPORT.read_text(encoding="utf-8")
     assert tables(text), "BENCHMARKS.md has no table"
     assert table_problems(text) == []
+
+
+def section(text: str, heading: str) -> str:
+    """The Markdown of ``## heading`` up to the next heading of its level or above."""
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^#{{1,2}} |\Z)", text, re.M | re.S)
+    assert match, f"no section '## {heading}'"
+    return match.group(1)
+
+
+def test_the_readme_results_are_one_short_table() -> None:
+    text = README.read_text(encoding="utf-8")
+    [results] = tables(section(text, "Results"))
+    assert 1 < len(results) <= 1 + README_RESULTS_ROWS, [row for _, row in results]
+    assert table_problems(section(text, "Results")) == []
+    assert broken_links(text, ROOT) == []
 
 
 def test_report_links_lead_to_files_that_exist() -> None:
