@@ -16,11 +16,11 @@ import yaml
 from cli_errors import cli_error
 from tiny_run import tiny_config, write_config
 
-from seq2seq.training.run_lock import FolderLock, RunLockedError, claim_version
+from seq2seq.common.folder_lock import FolderLock, RunLockedError, claim_version
 
 pytestmark = pytest.mark.slow  # fits in several processes
 
-HOLD = "import sys, time; from seq2seq.training.run_lock import FolderLock; FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)"  # noqa: E501
+HOLD = "import sys, time; from seq2seq.common.folder_lock import FolderLock; FolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)"  # noqa: E501
 
 
 def shipped_layout_config(tmp_path: Path, corpus: Path) -> Path:

@@ -25,6 +25,7 @@ from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger
 
 from seq2seq.commands.options import DESCRIPTION, TRAINING_COMMANDS, OneLineErrors
 from seq2seq.common.errors import Seq2SeqError
+from seq2seq.common.folder_lock import claim_version
 from seq2seq.common.ranges import declared_ranges
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, read_checkpoint
 from seq2seq.inference.upgrade import config_loader, upgraded_arguments
@@ -43,7 +44,7 @@ from seq2seq.training.resume import (
     checkpoint_to_resume,
     remove_checkpoints,
 )
-from seq2seq.training.run_lock import RunLock, claim_version
+from seq2seq.training.run_lock import RunLock
 from seq2seq.training.stopping import GracefulStop, PreparationStop, ResumableCheckpoint
 from seq2seq.training.task import TranslationTask, batch_sentences, batch_target_tokens
 from seq2seq.training.trainer import AutoPrecisionTrainer
