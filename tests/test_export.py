@@ -38,9 +38,10 @@ RATIO, OFFSET = 2.0, 40
 
 def _fit_transformer(root: Path, corpus: Path, norm: str) -> Path:
     """A tiny Transformer trained until it ends its translations (20 short epochs), with
-    the layer norms before (pre) or after (post) each sublayer; its last checkpoint."""
+    the layer norms before (pre) or after (post) each sublayer; its last checkpoint. No
+    validation: an early epoch's model decodes every val sentence to the length limit."""
     config = tiny_config(root, corpus)
-    config["trainer"]["max_epochs"] = 20
+    config["trainer"].update(max_epochs=20, limit_val_batches=0)
     config["model"]["lr"] = 0.01
     config["model"]["model"] = {
         "class_path": "seq2seq.transformer.Transformer",
