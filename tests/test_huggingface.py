@@ -170,10 +170,11 @@ def test_what_is_not_a_marian_model_is_refused_in_one_line(marian, tmp_path, run
 
 @pytest.fixture(scope="module")
 def post_norm(trained_run: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`seq2seq fit` of a small post-norm Transformer on the demo corpus: its checkpoint."""
+    """`seq2seq fit` of a small post-norm Transformer on the demo corpus: its checkpoint
+    (no validation: the tests need only the weights)."""
     root = tmp_path_factory.mktemp("post-norm")
     config = tiny_config(root, trained_run["corpus"])
-    config["trainer"]["max_epochs"] = 3
+    config["trainer"].update(max_epochs=3, limit_val_batches=0)
     config["model"]["model"] = {
         "class_path": "seq2seq.transformer.Transformer",
         "init_args": {"model_size": 32, "num_heads": 2, "ff_size": 64, "encoder_layers": 2,
