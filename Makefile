@@ -83,47 +83,47 @@ endif
 RUN_PY := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/python
 
 bench: bench-step bench-speed bench-scale bench-joey-speed bench-joey bench-quality bench-joey-decoding
-	$(RUN_PY) scripts/bench_summary.py $(BENCH)
+	$(RUN_PY) scripts/bench/bench_summary.py $(BENCH)
 
 bench-step: $(BENCH)/attention-step/step_times.json
 $(BENCH)/attention-step/step_times.json: | $(STAMP)
-	$(RUN_PY) scripts/bench_attention_step.py --out $(@D) $(STEP_ARGS)
+	$(RUN_PY) scripts/bench/bench_attention_step.py --out $(@D) $(STEP_ARGS)
 
 bench-speed: $(BENCH)/transformer-speed.json
 $(BENCH)/transformer-speed.json: | $(STAMP) multi30k
-	$(RUN_PY) scripts/bench_transformer_speed.py --data data/multi30k --out $@ $(SPEED_ARGS)
+	$(RUN_PY) scripts/bench/bench_transformer_speed.py --data data/multi30k --out $@ $(SPEED_ARGS)
 
 bench-scale: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench_scale.py --data data/multi30k --out $(BENCH)/scale $(SCALE_ARGS)
+	$(RUN_PY) scripts/bench/bench_scale.py --data data/multi30k --out $(BENCH)/scale $(SCALE_ARGS)
 
 # Joey NMT and seq2seq training, whole runs alternating A B A B
 bench-joey-speed: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench_joey_speed.py --out $(BENCH)/joey-speed.json $(JOEY_SPEED_ARGS)
+	$(RUN_PY) scripts/peers/bench_joey_speed.py --out $(BENCH)/joey-speed.json $(JOEY_SPEED_ARGS)
 
 # Joey NMT's Transformer trained as long as ours, for bench-joey-decoding (`--decode` naming
 # no search: training only, since bench-joey-decoding decodes both models in turn)
 bench-joey: $(STAMP) multi30k
-	$(RUN_PY) scripts/peer_joey.py --model transformer --decode --out $(BENCH)/joey.json $(JOEY_ARGS)
+	$(RUN_PY) scripts/peers/peer_joey.py --model transformer --decode --out $(BENCH)/joey.json $(JOEY_ARGS)
 
 bench-quality: $(STAMP) multi30k
 	for pair in $(QUALITY_PAIRS); do \
-	  $(RUN_PY) scripts/bench_quality.py --pair $$pair --out $(BENCH)/quality-$$pair $(QUALITY_ARGS) || exit 1; done
+	  $(RUN_PY) scripts/bench/bench_quality.py --pair $$pair --out $(BENCH)/quality-$$pair $(QUALITY_ARGS) || exit 1; done
 
 # both Transformers decode test_2016, alternating A B A B (after bench-joey and bench-quality)
 bench-joey-decoding: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench_joey_decoding.py --out $(BENCH)/joey-decoding.json \
+	$(RUN_PY) scripts/peers/bench_joey_decoding.py --out $(BENCH)/joey-decoding.json \
 	  --ours-result $(BENCH)/quality-en-de/transformer/result.json $(JOEY_DECODING_ARGS)
 
 # The released models' cards: each model's test_2016 scores, beam-5 speed and load time,
 # from the shipped files, into models/NAME/results.json and its README.md; not in `bench`.
 BENCH_MODELS_ARGS ?=
 bench-models: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench_models.py --data data/multi30k --work $(BENCH)/models $(BENCH_MODELS_ARGS)
+	$(RUN_PY) scripts/bench/bench_models.py --data data/multi30k --work $(BENCH)/models $(BENCH_MODELS_ARGS)
 
 # Start-up time, peak RSS of every process, cache size and tokens/s against corpus size
 # (Multi30k pairs joined two by two); not in `bench`: it takes hours, run it on its own
 bench-corpus: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench_corpus.py --out $(BENCH)/corpus $(CORPUS_ARGS)
+	$(RUN_PY) scripts/bench/bench_corpus.py --out $(BENCH)/corpus $(CORPUS_ARGS)
 
 # `seq2seq translate --ckpt C` on one line against `python -c "import torch"`, alternating;
 # C is the demo's checkpoint unless COLD_START_CKPT says otherwise (`make demo` first), and
@@ -132,7 +132,7 @@ bench-corpus: $(STAMP) multi30k
 COLD_START_CKPT ?= $(DEMO_CKPT)
 COLD_START_ROUNDS ?= 7
 bench-cold-start: $(STAMP)
-	$(RUN_PY) scripts/bench_cold_start.py --ckpt $(COLD_START_CKPT) --rounds $(COLD_START_ROUNDS) \
+	$(RUN_PY) scripts/bench/bench_cold_start.py --ckpt $(COLD_START_CKPT) --rounds $(COLD_START_ROUNDS) \
 	  $(if $(COLD_START_BEFORE),--before $(COLD_START_BEFORE)) --out $(BENCH)/cold-start.json
 
 # One Transformer decoding test_2016 with seq2seq (fp32, bf16) and its CTranslate2 export
@@ -141,7 +141,7 @@ bench-cold-start: $(STAMP)
 ENGINES_CKPT ?= $(shell $(BIN)/python -c "import json; print(json.load(open('$(BENCH)/quality-en-de/transformer/result.json'))['evaluated'])" 2>/dev/null)
 bench-engines: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
-	$(RUN_PY) scripts/bench_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
+	$(RUN_PY) scripts/bench/bench_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
 	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz \
 	  --rounds 4
 
@@ -149,7 +149,7 @@ bench-engines: $(STAMP) multi30k
 # of; not in `bench`.
 profile-engines: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
-	$(RUN_PY) scripts/profile_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
+	$(RUN_PY) scripts/bench/profile_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
 	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz \
 	  --json $(BENCH)/profile-engines.json
 
@@ -157,13 +157,13 @@ profile-engines: $(STAMP) multi30k
 # test_2016, profiled by operator); not in `bench`.
 profile-search: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
-	$(RUN_PY) scripts/profile_search.py --ckpt $(ENGINES_CKPT) \
+	$(RUN_PY) scripts/bench/profile_search.py --ckpt $(ENGINES_CKPT) \
 	  --src data/multi30k/test_2016_flickr.en.gz --json $(BENCH)/profile-search.json
 
 # Beam-5 cost of Transformer shapes (the recipe's, the anchor's, shallow decoders) at the
 # same output lengths, untrained: which student shape could decode 2x the recipe; not in `bench`.
 bench-decoder-shapes: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench_decoder_shapes.py --src data/multi30k/test_2016_flickr.en.gz \
+	$(RUN_PY) scripts/bench/bench_decoder_shapes.py --src data/multi30k/test_2016_flickr.en.gz \
 	  --out $(BENCH)/decoder-shapes.json
 
 # `seq2seq serve --ckpt SERVE_CKPT` on 127.0.0.1 under 1, 8 and 32 clients sending single
@@ -172,10 +172,10 @@ bench-decoder-shapes: $(STAMP) multi30k
 SERVE_SECONDS ?= 20
 bench-serve: $(STAMP) multi30k
 	@test -n "$(SERVE_CKPT)" || { echo "give SERVE_CKPT=... (a checkpoint to serve)"; exit 1; }
-	$(RUN_PY) scripts/bench_serve.py --ckpt $(SERVE_CKPT) --src data/multi30k/test_2016_flickr.en.gz \
+	$(RUN_PY) scripts/bench/bench_serve.py --ckpt $(SERVE_CKPT) --src data/multi30k/test_2016_flickr.en.gz \
 	  --seconds $(SERVE_SECONDS) --serve-args "$(SERVE_ARGS)" --out $(BENCH)/serve.json
 
-# The GPU check (scripts/gpu_check.py; not part of `make bench`). Here, beforehand:
+# The GPU check (scripts/gpu/gpu_check.py; not part of `make bench`). Here, beforehand:
 # `make gpu-wheels` downloads pure-Python wheels of the packages the lent GPU machine lacks
 # (the versions installed here) into GPU_WHEELS, about 14 MB. There, with GPU_WHEELS carried:
 # `make gpu-check` installs them and seq2seq without dependencies into that machine's own
@@ -201,7 +201,7 @@ gpu-check:
 	  || echo "gpu-check: seq2seq is imported from this folder (PYTHONPATH)"
 	mkdir -p $(GPU_CHECK_OUT)
 	set -o pipefail; PYTHONPATH=$(GPU_SITE):$(CURDIR) PYTHONUNBUFFERED=1 \
-	  python3 scripts/gpu_check.py --out $(GPU_CHECK_OUT) 2>&1 | tee $(GPU_CHECK_OUT)/gpu_check.log
+	  python3 scripts/gpu/gpu_check.py --out $(GPU_CHECK_OUT) 2>&1 | tee $(GPU_CHECK_OUT)/gpu_check.log
 
 # Issue 40's final recipe end to end, each step skipped once done (its records in
 # runs/selection; about 7 hours on 2 CPU cores with the anchor as the teacher): the teacher's

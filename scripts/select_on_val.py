@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchkit import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: scripts.*
+
+from scripts.bench.benchkit import (
     RECIPES,
     SEQ2SEQ,
     averaged,
@@ -54,8 +56,7 @@ from benchkit import (
     save_json,
     split_files,
 )
-from benchkit import evaluate as evaluate_command
-
+from scripts.bench.benchkit import evaluate as evaluate_command
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY
 
 VAL_SPLIT = "val"

@@ -1,4 +1,5 @@
-"""scripts/bench_corpus.py: its corpora, built from a made-up Multi30k, and its processes' roles."""
+"""scripts/bench/bench_corpus.py: its corpora, built from a made-up Multi30k, and its
+processes' roles."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ LINES = 50
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return load_script("bench_corpus")
+    return load_script("bench/bench_corpus")
 
 
 TRAIN = {

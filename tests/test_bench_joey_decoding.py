@@ -1,4 +1,4 @@
-"""scripts/bench_joey_decoding.py offline: output description and the alternating runs."""
+"""scripts/peers/bench_joey_decoding.py offline: output description and the alternating runs."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ REFERENCES = ["ein hund läuft schnell", "zwei kinder spielen fußball", "eine f
 
 @pytest.fixture(scope="module")
 def decoding() -> ModuleType:
-    return load_script("bench_joey_decoding")
+    return load_script("peers/bench_joey_decoding")
 
 
 def test_output_is_described_by_bleu_and_length(decoding: ModuleType, tmp_path: Path):

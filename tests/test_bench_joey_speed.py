@@ -1,4 +1,4 @@
-"""scripts/bench_joey_speed.py offline: medians, and the A B A B order with resuming
+"""scripts/peers/bench_joey_speed.py offline: medians, and the A B A B order with resuming
 (joeykit.compare)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from test_bench_scripts import load_script
 
 @pytest.fixture(scope="module")
 def speed() -> ModuleType:
-    return load_script("bench_joey_speed")
+    return load_script("peers/bench_joey_speed")
 
 
 def test_the_first_interval_is_left_out_as_warm_up(speed: ModuleType):
@@ -31,7 +31,7 @@ def test_summary_pairs_rounds_and_ignores_an_unfinished_one(speed: ModuleType):
         {"joey": run(500.0), "seq2seq": run(3000.0)},
         {"joey": run(10.0)},  # interrupted before seq2seq's run
     ]
-    summarize = load_script("joeykit").summarize
+    summarize = load_script("peers/joeykit").summarize
     summary = summarize(rounds, "target_tokens_per_sec")
     assert summary["paired_rounds"] == 2
     assert summary["joey_median"] == 550.0 and summary["seq2seq_median"] == 3000.0

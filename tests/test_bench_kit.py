@@ -1,4 +1,5 @@
-"""scripts/benchkit.py: a command's peak memory and stopping, contenders in turn, JSON records."""
+"""scripts/bench/benchkit.py: a command's peak memory and stopping, contenders in turn, JSON
+records."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ ALLOCATE = "import time; block = bytearray({mb} << 20); del block; time.sleep(1.
 
 @pytest.fixture(scope="module")
 def kit() -> ModuleType:
-    return load_script("benchkit")
+    return load_script("bench/benchkit")
 
 
 def test_the_peak_of_a_child_is_its_own_not_its_parents(kit: ModuleType, tmp_path: Path):

@@ -21,26 +21,27 @@ SCRIPTS = REPO / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
-    """The script as a module, importing its helper modules (benchkit, joeykit) as it does
-    when run."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    """``scripts/NAME.py`` (NAME: ``bench/benchkit``) as a fresh module of its dotted name
+    (``scripts.bench.benchkit``), with the repository on the path for the kits it imports."""
+    dotted = "scripts." + name.replace("/", ".")
+    spec = importlib.util.spec_from_file_location(dotted, SCRIPTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(SCRIPTS))
-        patch.setitem(sys.modules, name, module)  # dataclasses look their module up there
+        patch.syspath_prepend(str(REPO))
+        patch.setitem(sys.modules, dotted, module)  # dataclasses look their module up there
         spec.loader.exec_module(module)
     return module
 
 
 @pytest.fixture(scope="module")
 def summary() -> ModuleType:
-    return load_script("bench_summary")
+    return load_script("bench/bench_summary")
 
 
 @pytest.fixture(scope="module")
 def quality() -> ModuleType:
-    return load_script("bench_quality")
+    return load_script("bench/bench_quality")
 
 
 def test_target_line_gives_the_ratio_and_the_verdict(summary: ModuleType):
@@ -251,21 +252,30 @@ def test_val_chooses_between_the_average_and_the_best_checkpoint(
 
 
 def is_script(path: Path) -> bool:
-    """A script runs (``python scripts/X.py``); a helper module (benchkit) is only imported."""
+    """A script runs (``python scripts/bench/X.py``); a kit (benchkit) is only imported."""
     return 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in SCRIPTS.glob("*.py")))
+SCRIPT_NAMES = sorted(
+    path.relative_to(SCRIPTS).with_suffix("").as_posix()
+    for path in SCRIPTS.rglob("*.py")
+    if path.name != "__init__.py"
+)  # bench/benchkit, select_on_val, ...
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_every_script_imports_and_imports_no_other_script(name: str):
-    """As ``python scripts/X.py`` runs them, with scripts/ on the path for the helpers."""
+    """As ``python scripts/bench/X.py`` runs them, importing the kits as ``scripts.*``."""
     load_script(name)
     imported = set()
     for node in ast.walk(ast.parse((SCRIPTS / f"{name}.py").read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            imported |= {alias.name.partition(".")[0] for alias in node.names}
+            imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.partition(".")[0])
-    scripts = {p.stem for p in SCRIPTS.glob("*.py") if is_script(p)}
+            imported |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    scripts = {
+        "scripts." + n.replace("/", ".") for n in SCRIPT_NAMES if is_script(SCRIPTS / f"{n}.py")
+    }
     assert not imported & scripts
 
 
@@ -277,7 +287,7 @@ def write_metrics(path: Path, rows: list[tuple[int, float | str, float | str]]) 
 
 
 def test_the_bleu_curve_puts_a_continued_fit_after_its_first_part(tmp_path: Path):
-    plot = load_script("plot_bleu_curve")
+    plot = load_script("analysis/plot_bleu_curve")
     logs = tmp_path / "logs"
     first_part = [(49, 60.0, ""), (99, 120.0, ""), (99, "", 5.0)]
     write_metrics(logs / "version_0/metrics.csv", first_part)
@@ -298,7 +308,7 @@ def test_the_speed_benchmark_step_trains_both_contenders():
     from seq2seq.inference.batching import collate
     from seq2seq.model import VocabSpec
 
-    speed = load_script("bench_transformer_speed")
+    speed = load_script("bench/bench_transformer_speed")
     vocab = VocabSpec(src_size=40, tgt_size=40, pad_id=0, bos_id=2, eos_id=3, joint=True)
     rows = [{"id": i, "src_ids": [5 + i] * (3 + i), "tgt_ids": [9 + i] * (2 + i)} for i in range(3)]
     batch = collate(rows, pad_id=0, bos_id=2, eos_id=3)
@@ -318,7 +328,7 @@ def test_the_speed_benchmark_step_trains_both_contenders():
 def test_the_step_benchmark_times_attention_and_the_whole_decoder_step_of_each_variant():
     from seq2seq.rnn import RNNSeq2Seq
 
-    step = load_script("bench_attention_step")
+    step = load_script("bench/bench_attention_step")
     for name, attention in step.variants(window=2).items():
         model = RNNSeq2Seq(step.VOCAB, 8, 8, style="luong", attention=attention).eval()
         times = step.time_steps(model, batch=3, length=12, seconds=0.001)
@@ -565,7 +575,7 @@ def test_an_ensemble_is_scored_on_the_test_set_only_once(selection: ModuleType, 
 
 @pytest.fixture(scope="module")
 def profiler() -> ModuleType:
-    return load_script("profile_search")
+    return load_script("bench/profile_search")
 
 
 def test_operators_are_put_where_they_belong(profiler: ModuleType):
@@ -727,7 +737,7 @@ def test_an_ensembles_weights_are_named_in_its_setting_and_read_back(selection: 
 
 @pytest.fixture(scope="module")
 def engines_profile() -> ModuleType:
-    return load_script("profile_engines")
+    return load_script("bench/profile_engines")
 
 
 def test_perf_samples_are_put_where_they_belong(engines_profile: ModuleType):
@@ -883,7 +893,7 @@ def test_the_committed_val_table_is_what_the_committed_records_give(selection: M
     records = SCRIPTS.parent / "docs" / "benchmarks" / "results" / "selection"
     committed = (records / "val-table.md").read_text(encoding="utf-8").splitlines()
     cells = selection.val_rows(records) + selection.ensemble_rows(records)
-    rows = [load_script("benchkit").markdown_row(row) for row in cells]
+    rows = [load_script("bench/benchkit").markdown_row(row) for row in cells]
     assert rows and all(row in committed for row in rows)
     table_rows = [line for line in committed if line.startswith("| ") and "---" not in line]
     assert len(table_rows) == len(rows) + 1 + bool(selection.ensemble_rows(records))
@@ -892,7 +902,7 @@ def test_the_committed_val_table_is_what_the_committed_records_give(selection: M
 def test_decoder_shapes_all_decode_every_sentence_to_its_limit(tmp_path: Path):
     """bench_decoder_shapes.py: the untrained models never choose EOS, so two shapes search
     the same steps (the source pieces + 2 of each sentence), and the table compares them."""
-    shapes = load_script("bench_decoder_shapes")
+    shapes = load_script("bench/bench_decoder_shapes")
     lines = ["a man rides a bike", "two dogs", "one", "children play in the park today"]
     (tmp_path / "src.en").write_text("\n".join(lines) + "\n")
     out = tmp_path / "shapes.json"
@@ -911,7 +921,7 @@ def test_segmentations_are_compared_token_by_token_without_their_markers():
     """compare_segmentation.py: a token's SentencePiece pieces spell it without the
     word-start marker or an empty piece (punctuation learnt attached to words comes as the
     marker alone, then itself), and the tokens two cuts disagree on are counted."""
-    segmentation = load_script("compare_segmentation")
+    segmentation = load_script("analysis/compare_segmentation")
     text = ["ein mann fährt ein fahrrad.", "zwei männer fahren.", "ein hund, eine katze."]
     tokenizer = Tokenizer.train(text * 5, VocabSettings(vocab_size=300, model_type="bpe"))
     cut = segmentation.sentencepiece_cut(tokenizer)

@@ -1,4 +1,4 @@
-"""scripts/gpu_check.py, the check of the GPU path: its FLOP count against PyTorch's, its
+"""scripts/gpu/gpu_check.py, the check of the GPU path: its FLOP count against PyTorch's, its
 comparison of translations, and the whole check on a CPU in its tiny mode, so that it
 cannot rot between the times a GPU is at hand."""
 
@@ -25,12 +25,12 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 @pytest.fixture(scope="module")
 def gpukit() -> ModuleType:
-    return load_script("gpukit")
+    return load_script("gpu/gpukit")
 
 
 @pytest.fixture(scope="module")
 def gpu_check() -> ModuleType:
-    return load_script("gpu_check")
+    return load_script("gpu/gpu_check")
 
 
 def test_the_flop_count_is_what_pytorch_counts(gpukit: ModuleType) -> None:
@@ -85,7 +85,7 @@ def test_the_check_runs_end_to_end_on_a_cpu(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(SCRIPTS / "gpu_check.py"),
+            str(SCRIPTS / "gpu" / "gpu_check.py"),
             "--device",
             "cpu",
             "--tiny",

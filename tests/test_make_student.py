@@ -14,7 +14,7 @@ import pytest
 from test_bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parent.parent
-RECIPES = load_script("benchkit").recipe_configs("en-de", REPO)  # name -> its --config files
+RECIPES = load_script("bench/benchkit").recipe_configs("en-de", REPO)  # name -> its --config files
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 

@@ -1,4 +1,4 @@
-"""scripts/joeykit.py offline, as peer_joey.py and the comparisons run Joey NMT: config
+"""scripts/peers/joeykit.py offline, as peer_joey.py and the comparisons run Joey NMT: config
 rewriting and Joey's log parsing (no Joey, no network)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from test_bench_scripts import load_script
 
 @pytest.fixture(scope="module")
 def peer() -> ModuleType:
-    return load_script("joeykit")
+    return load_script("peers/joeykit")
 
 
 CONFIG = """\

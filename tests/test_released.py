@@ -200,7 +200,7 @@ def test_export_takes_a_released_transformer_by_name(
 def test_the_benchmark_writes_the_cards_figures_from_the_shipped_files(
     named: Path, trained_run: dict, tmp_path: Path
 ):
-    """scripts/bench_models.py (make bench-models) on the tiny model: its results.json and
+    """scripts/bench/bench_models.py (make bench-models) on the tiny model: its results.json and
     the figures block of its card, which tests/test_released_models.py holds together."""
     models = tmp_path / "models"
     shutil.copytree(named, models)
@@ -211,7 +211,7 @@ def test_the_benchmark_writes_the_cards_figures_from_the_shipped_files(
     for lang in ("en", "de"):  # the tiny corpus's test split, as Multi30k's test_2016
         text = (trained_run["corpus"] / f"test.{lang}").read_bytes()
         (data / f"test_2016_flickr.{lang}.gz").write_bytes(gzip.compress(text))
-    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_models.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "bench_models.py"
     done = subprocess.run(
         [sys.executable, str(script), "--models", str(models), "--data", str(data),
          "--work", str(tmp_path / "work"), "--rounds", "1"],

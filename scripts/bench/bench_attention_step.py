@@ -7,7 +7,7 @@ Global attention scores every position; local attention gathers a 2D+1 window an
 stay flat. The sweep runs ``--repeats`` times after an untimed warm-up; a point is the
 median of its repeats. Writes ``step_times.json`` and ``step_times.png``.
 
-    python scripts/bench_attention_step.py --out runs/bench/attention-step
+    python scripts/bench/bench_attention_step.py --out runs/bench/attention-step
 """
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
 import torch
-from benchkit import figure, save_json
 from torch.utils.benchmark import Timer
 
+from scripts.bench.benchkit import figure, save_json
 from seq2seq.attention import LocalAttention, LuongAttention
 from seq2seq.model import Memory, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq

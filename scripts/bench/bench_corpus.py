@@ -8,8 +8,8 @@ to the first step, every process's peak RSS, the cache on disk, tokens/s after `
 steps, against the targets set for 5M pairs. Resumable (``corpus.json``); writes
 ``table.md`` and ``corpus.png``. Results: docs/benchmarks/corpus-scale.md.
 
-    python scripts/bench_corpus.py --out runs/bench/corpus     # make bench-corpus
-    python scripts/bench_corpus.py --sizes 20000 60000 --steps 12 --out /tmp/corpus-quick
+    python scripts/bench/bench_corpus.py --out runs/bench/corpus     # make bench-corpus
+    python scripts/bench/bench_corpus.py --sizes 20000 60000 --steps 12 --out /tmp/corpus-quick
 """
 
 from __future__ import annotations
@@ -20,14 +20,19 @@ import math
 import os
 import platform
 import shutil
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
 import numpy as np
-from benchkit import (
+from pytorch_lightning import Callback, LightningModule, Trainer
+
+from scripts.bench.benchkit import (
     REPO,
     Process,
     figure,
@@ -38,13 +43,10 @@ from benchkit import (
     run,
     save_json,
 )
-from pytorch_lightning import Callback, LightningModule, Trainer
-
 from seq2seq.text.lines import read_lines
 
 FIT_CONFIGS = recipe_configs("en-de", REPO)["transformer"]
 LANGS = ("en", "de")
-SCRIPTS = str(REPO / "scripts")  # on the fit's path, for the probe
 MANIFEST = "built.json"  # written last into a corpus folder: the build is complete
 REFERENCE = "multi30k"  # the results' key of the runs on Multi30k itself
 RUNS = ("first", "second", "ddp")
@@ -134,7 +136,7 @@ def build_corpus(multi30k: Path, out: Path, pairs: int, seed: int, chunk: int = 
     return folder
 
 
-# -- the probe, run inside seq2seq fit (scripts/ on its PYTHONPATH) ---------------------------
+# -- the probe, run inside seq2seq fit (the repository on its PYTHONPATH) --------------------
 class FirstStepProbe(Callback):
     """On rank 0: writes to the JSON file $BENCH_CORPUS_PROBE the time.time() at the end of
     the first optimizer step, and the target tokens/s of the steps after $BENCH_CORPUS_WARMUP
@@ -208,7 +210,8 @@ def measure(key: str, run_name: str, source: Path, args: argparse.Namespace) -> 
     command = fit_command(
         args.fit_config, source.resolve(), run_dir, "--data.cache_dir", str(cache),
         "--trainer.max_steps", str(args.steps), "--trainer.max_time", "null",
-        "--model.schedule", "constant", "--trainer.callbacks+=bench_corpus.FirstStepProbe",
+        "--model.schedule", "constant",
+        "--trainer.callbacks+=scripts.bench.bench_corpus.FirstStepProbe",
     )  # fmt: skip
     if run_name == "ddp":
         command += ["--trainer.strategy", "ddp", "--trainer.devices", "2"]
@@ -217,7 +220,7 @@ def measure(key: str, run_name: str, source: Path, args: argparse.Namespace) -> 
     print(f"[{key} {run_name}] {' '.join(command[1:])}", flush=True)
     env = {
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [SCRIPTS, os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         PROBE_OUT: str(probe),
         PROBE_WARMUP: str(max(1, min(args.warmup, args.steps // 2))),
     }  # fmt: skip

@@ -9,21 +9,24 @@ length penalty (``length_penalty=0`` in both, ``early_stopping=True``); then bea
 with its own batching, transformers in batches of ``--batch`` sentences). Writes ``--out``
 (JSON) and prints a summary.
 
-    python scripts/bench_huggingface.py --hf DIR --src sentences.en --out hf.json
+    python scripts/bench/bench_huggingface.py --hf DIR --src sentences.en --out hf.json
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
 import torch
-from benchkit import alternate, cpu_model, save_json
 
 import seq2seq
+from scripts.bench.benchkit import alternate, cpu_model, save_json
 from seq2seq.inference.huggingface import import_transformers
 from seq2seq.text.lines import read_lines
 

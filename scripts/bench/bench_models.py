@@ -10,7 +10,7 @@ compared line by line, and its load time measured beside. Each model's figures g
 ``results.json`` and into the figures block of its card (``README.md``); ``make
 bench-models`` runs it.
 
-    python scripts/bench_models.py --data data/multi30k [--names multi30k-en-de] \\
+    python scripts/bench/bench_models.py --data data/multi30k [--names multi30k-en-de] \\
         [--full-precision multi30k-en-de=runs/selection/student-short/seed2/last-10.ckpt]
 """
 
@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
 import torch
 import yaml
-from benchkit import SEQ2SEQ, cpu_model, evaluate_json, run, save_json
 
+from scripts.bench.benchkit import SEQ2SEQ, cpu_model, evaluate_json, run, save_json
 from seq2seq.common.precision import Machine
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY
 from seq2seq.inference.released import (
@@ -98,15 +101,21 @@ def parameters_and_case(checkpoint: Path) -> tuple[str, bool]:
     return f"{sum(unique.values()) / 1e6:.2f} M", lowercase
 
 
+# a figures block's first line: FIGURES_START, or that of a card written when this script
+# had another path
+FIGURES_OPENING = re.compile(r"<!-- figures: written by \S+ from results\.json -->")
+
+
 def write_card(folder: Path, results: dict[str, Any]) -> None:
-    """The card's figures block replaced by the one ``results`` gives."""
+    """The card's figures block replaced by the one ``results`` gives (its opening line
+    rewritten as ``FIGURES_START`` names this script now)."""
     card = folder / CARD
     text = card.read_text(encoding="utf-8")
-    if FIGURES_START not in text or FIGURES_END not in text:
+    start = FIGURES_OPENING.search(text)
+    if start is None or FIGURES_END not in text[start.end() :]:
         sys.exit(f"{card} has no figures block ({FIGURES_START} ... {FIGURES_END})")
-    before, _, rest = text.partition(FIGURES_START)
-    after = rest.partition(FIGURES_END)[2]
-    card.write_text(before + card_figures(results) + after, encoding="utf-8")
+    after = text[start.end() :].partition(FIGURES_END)[2]
+    card.write_text(text[: start.start()] + card_figures(results) + after, encoding="utf-8")
 
 
 def bench(args: argparse.Namespace, name: str, env: dict) -> dict[str, Any]:

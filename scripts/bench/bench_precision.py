@@ -12,7 +12,7 @@ the CPU (PyTorch's capability, bf16 instructions or not); run it with ``--emulat
 an AVX512 machine to measure as an AVX2-only CPU would (PyTorch's and oneDNN's kernels
 limited to AVX2 by their environment variables). Resumable: a finished run is not redone.
 
-    python scripts/bench_precision.py --out runs/bench/precision.json --steps 30 --rounds 2 \\
+    python scripts/bench/bench_precision.py --out runs/bench/precision.json --steps 30 --rounds 2 \\
         --ckpt CKPT
 """
 
@@ -23,10 +23,13 @@ import functools
 import gzip
 import itertools
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
-from benchkit import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
+from scripts.bench.benchkit import (
     RATE,
     REPO,
     alternate,
@@ -39,7 +42,6 @@ from benchkit import (
     run,
     save_json,
 )
-
 from seq2seq.common.precision import Machine
 
 RECIPES = ("transformer", "bahdanau")

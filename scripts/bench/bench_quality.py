@@ -10,9 +10,9 @@ decoding sentences/s, peak RSS, and sacreBLEU's paired bootstrap of every recipe
 a fit already run on its own instead of training. Resumable: a recipe with a result.json is
 skipped, a finished fit (train.json) is not redone.
 
-    python scripts/bench_quality.py --minutes 20                        # En->De, every config
-    python scripts/bench_quality.py --pair en-fr --minutes 20
-    python scripts/bench_quality.py --smoke --configs luong-dot luong-local-p
+    python scripts/bench/bench_quality.py --minutes 20                        # En->De, every config
+    python scripts/bench/bench_quality.py --pair en-fr --minutes 20
+    python scripts/bench/bench_quality.py --smoke --configs luong-dot luong-local-p
 """
 
 from __future__ import annotations
@@ -24,7 +24,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchkit import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
+from sacrebleu.metrics import BLEU
+from sacrebleu.significance import PairedTest
+
+from scripts.bench.benchkit import (
     RECIPES,
     averaged,
     best_by_literature_bleu,
@@ -43,9 +48,6 @@ from benchkit import (
     save_json,
     split_files,
 )
-from sacrebleu.metrics import BLEU
-from sacrebleu.significance import PairedTest
-
 from seq2seq.text.lines import read_lines
 
 BASELINE = "bahdanau"  # every variant is tested against it

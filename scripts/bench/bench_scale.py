@@ -7,7 +7,7 @@ Multi30k En->De batches, benchkit's training step (one warm-up batch not counted
 rise over the RSS just before the step. Both models have the recipes' reference sizes.
 Resumable: points in ``<out>/scale.json`` are not measured again.
 
-    python scripts/bench_scale.py --data data/multi30k --out runs/bench/scale
+    python scripts/bench/bench_scale.py --data data/multi30k --out runs/bench/scale
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
 import torch
-from benchkit import (
+
+from scripts.bench.benchkit import (
     SIZE,
     figure,
     load_json,
@@ -30,7 +33,6 @@ from benchkit import (
     save_json,
     train_step,
 )
-
 from seq2seq.attention import AdditiveAttention
 from seq2seq.batch import Batch
 from seq2seq.model import EncoderDecoder, VocabSpec

@@ -7,7 +7,7 @@ the report gives each one's median target tokens/s over the rounds and their rat
 first rounds warm up the heap (page faults per step are reported) and are not counted.
 ``--compile`` adds our Transformer under ``torch.compile(dynamic=True)``.
 
-    python scripts/bench_transformer_speed.py --data data/multi30k --steps 20 --rounds 4
+    python scripts/bench/bench_transformer_speed.py --data data/multi30k --steps 20 --rounds 4
 """
 
 from __future__ import annotations
@@ -16,13 +16,23 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 import torch.nn.functional as F
-from benchkit import SIZE, alternate, multi30k_batches, ours_loss, save_json, train_step
 from torch import Tensor, nn
 
+from scripts.bench.benchkit import (
+    SIZE,
+    alternate,
+    multi30k_batches,
+    ours_loss,
+    save_json,
+    train_step,
+)
 from seq2seq.batch import Batch
 from seq2seq.masking import sequence_mask
 from seq2seq.model import VocabSpec

@@ -2,8 +2,8 @@
 medians, keep results as JSON, the Multi30k splits and recipes, the checkpoints a run leaves
 and their scores, and the training step the speed benchmarks time.
 
-Scripts run as ``python scripts/X.py`` import this module as a sibling; no script imports
-another.
+Scripts run as ``python scripts/FOLDER/X.py`` put the repository first on their path and
+import this module as ``scripts.bench.benchkit``; no script imports another.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from seq2seq.model import VocabSpec
 from seq2seq.text.lines import read_lines
 from seq2seq.training.loss import label_smoothed_nll
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SEQ2SEQ = [sys.executable, "-m", "seq2seq"]
 RECIPES = Path("configs/multi30k/recipes.yaml")  # recipe name -> its --config files, by pair
 RATE = "train/device/items_per_sec"  # seq2seq's logged training target tokens/s
@@ -450,7 +450,7 @@ def run_engine(
     """One engine translating ``args.src`` under one search in a process of its own
     (``bench_engines.py --child``, wrapped in ``prefix``: a profiler): its JSON line of speed,
     peak RSS and hypotheses."""
-    command = [*prefix, sys.executable, str(REPO / "scripts" / "bench_engines.py"), "--child",
+    command = [*prefix, sys.executable, str(REPO / "scripts/bench/bench_engines.py"), "--child",
                "--engine", engine, "--search", search, "--ckpt", str(args.ckpt), "--src",
                str(args.src), "--ref", str(args.ref), "--out", str(args.out), "--threads",
                str(args.threads), "--max-tokens", str(args.max_tokens)]  # fmt: skip

@@ -37,7 +37,7 @@ torchmetrics, sacrebleu, sentencepiece, pyarrow and matplotlib but lacks ``datas
 - there, with ``.gpu-wheels`` copied beside the checkout: ``make gpu-check
   GPU_CHECK_OUT=OUT``, or without make ``python3 -m pip install -q --no-index --no-deps
   --no-compile --target /tmp/gpu-site .gpu-wheels/*.whl && PYTHONPATH=/tmp/gpu-site:$PWD
-  python3 scripts/gpu_check.py --out OUT``.
+  python3 scripts/gpu/gpu_check.py --out OUT``.
 
 On a CPU, ``--device cpu --tiny`` runs every section on tiny sizes
 (tests/test_gpu_check.py), so the check cannot rot between the times a GPU is at hand.
@@ -64,11 +64,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
 import numpy as np
 import torch
 import yaml
-from benchkit import REPO, SEQ2SEQ, python_path, save_json
-from gpukit import (
+
+from scripts.bench.benchkit import REPO, SEQ2SEQ, python_path, save_json
+from scripts.gpu.gpukit import (
     HostSyncs,
     batches,
     compute_dtype,
@@ -87,7 +90,6 @@ from gpukit import (
     wmt_like_lengths,
     write_split,
 )
-
 from seq2seq.batch import Batch
 from seq2seq.inference.checkpoint import Trained, read_checkpoint
 from seq2seq.inference.search import SearchSettings
@@ -433,7 +435,7 @@ def fit_section(device: torch.device, plan: Plan, work: Path) -> dict[str, Any]:
     accumulate = yaml.safe_load(WMT_RECIPE.read_text())["trainer"]["accumulate_grad_batches"]
     skip, audited = plan.fit_audit
     audit = {
-        "class_path": "gpukit.HostSyncAudit",
+        "class_path": "scripts.gpu.gpukit.HostSyncAudit",
         "init_args": {"out": str(work / "fit-syncs.json"), "skip": skip, "batches": audited},
     }
     config = merge(
@@ -467,7 +469,7 @@ def fit_section(device: torch.device, plan: Plan, work: Path) -> dict[str, Any]:
     overrides = work / "fit-overrides.yaml"
     overrides.write_text(yaml.safe_dump(config))
     command = [*SEQ2SEQ, "fit", "--config", str(WMT_RECIPE), "--config", str(overrides)]
-    env = python_path(REPO / "scripts")  # gpukit.HostSyncAudit
+    env = python_path(REPO)  # scripts.gpu.gpukit.HostSyncAudit
     resume = ["--ckpt_path", "last", "--trainer.max_steps", str(total)]
     runs = {}
     for name, extra in [("first", []), ("resumed", resume)]:

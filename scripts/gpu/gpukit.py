@@ -1,4 +1,4 @@
-"""The measuring tools of scripts/gpu_check.py: host synchronisations counted by line (in
+"""The measuring tools of scripts/gpu/gpu_check.py: host synchronisations counted by line (in
 a block, or over training batches of a Lightning fit), the measured bf16 matrix-product
 peak, the Transformer's FLOPs, a profile, corpora of realistic lengths, and training steps
 as the toolkit trains."""
@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
-from benchkit import REPO, logged_metrics, save_json
 from pytorch_lightning import Callback, LightningModule, Trainer
 from pytorch_lightning.utilities import move_data_to_device
 from torch.utils import benchmark
 
+from scripts.bench.benchkit import REPO, logged_metrics, save_json
 from seq2seq.batch import Batch
 from seq2seq.inference.batching import TokenBucketBatchSampler, collate
 from seq2seq.model import VocabSpec
@@ -280,7 +280,7 @@ class HostSyncAudit(Callback):
     """For ``fit``: counts the host synchronisations of ``batches`` training batches after
     the first ``skip``, from the start of one batch to the start of the next (the step,
     the optimizer and every callback), by line; writes them to ``out`` as JSON. Passed to
-    the CLI in a config (``trainer.callbacks``), with this folder on PYTHONPATH."""
+    the CLI in a config (``trainer.callbacks``), with the repository on PYTHONPATH."""
 
     def __init__(self, out: str, skip: int = 10, batches: int = 10) -> None:
         self.out, self.skip, self.batches = Path(out), skip, batches

@@ -9,26 +9,29 @@ sacreBLEU and mean length in words. Medians over the rounds and their ratio per 
 The models: ``--ours`` (or the checkpoint a bench_quality result.json evaluated) and
 ``--joey`` (by default the weights peer_joey.py's timed training left in the cache).
 
-    python scripts/peer_joey.py --model transformer --train-minutes 60 --decode
-    python scripts/bench_joey_decoding.py --ours runs/x/averaged.ckpt --rounds 2
+    python scripts/peers/peer_joey.py --model transformer --train-minutes 60 --decode
+    python scripts/peers/bench_joey_decoding.py --ours runs/x/averaged.ckpt --rounds 2
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
-from benchkit import evaluate, load_json, split_files
-from joeykit import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
+from sacrebleu.metrics import BLEU
+
+from scripts.bench.benchkit import evaluate, load_json, split_files
+from scripts.peers.joeykit import (
     add_comparison_arguments,
     check_comparison_arguments,
     compare,
     joey_environment,
     measure_decode,
 )
-from sacrebleu.metrics import BLEU
-
 from seq2seq.text.lines import read_lines
 
 # name -> (beam size, seq2seq under bf16 autocast). Joey NMT has no bf16 search on CPU, so

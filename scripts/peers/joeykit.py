@@ -22,8 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchkit import REPO, alternate, load_json, run, save_json
-
+from scripts.bench.benchkit import REPO, alternate, load_json, run, save_json
 from seq2seq.common.atomic import write_atomically
 
 PEERS = REPO.parent / "shared" / "peers" / "joeynmt"

@@ -1,14 +1,14 @@
 """Measure Joey NMT 2.3 on Multi30k beside seq2seq: training target tokens/s, decoding sentences/s.
 
-Builds Joey NMT's environment and data once (scripts/joeykit.py), then: ``train``, Joey's
+Builds Joey NMT's environment and data once (scripts/peers/joeykit.py), then: ``train``, Joey's
 ``train`` for a wall-clock budget, stopped with SIGINT (on which it saves its weights); its
 throughput is the median of its "Tokens per Sec" lines, the first left out as warm-up.
 ``beam5`` and ``greedy``: Joey's ``test`` over test_2016 with the timed training's weights
 (or ``--checkpoint``); sentences/s from its "Generation took" line. The JSON holds one entry
 per model; a measurement there is not taken again.
 
-    python scripts/peer_joey.py --model transformer --train-minutes 2 --decode greedy
-    python scripts/peer_joey.py --train-minutes 0 --decode beam5 --checkpoint BEST.ckpt
+    python scripts/peers/peer_joey.py --model transformer --train-minutes 2 --decode greedy
+    python scripts/peers/peer_joey.py --train-minutes 0 --decode beam5 --checkpoint BEST.ckpt
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchkit import REPO, load_json, save_json
-from joeykit import CACHE, ensure_venv, measure_decode, measure_train, prepare_data
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
+
+from scripts.bench.benchkit import REPO, load_json, save_json
+from scripts.peers.joeykit import CACHE, ensure_venv, measure_decode, measure_train, prepare_data
 
 
 def conditions() -> dict[str, Any]:

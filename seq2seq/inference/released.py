@@ -182,7 +182,7 @@ def write_manifest(folder: Path, manifest: dict[str, Any], files: list[str]) -> 
     return path
 
 
-FIGURES_START = "<!-- figures: written by scripts/bench_models.py from results.json -->"
+FIGURES_START = "<!-- figures: written by scripts/bench/bench_models.py from results.json -->"
 FIGURES_END = "<!-- end of figures -->"
 
 
