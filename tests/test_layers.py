@@ -2,7 +2,8 @@
 commands over serving over the Python API over training and inspection over inference over
 data; the model core imports none of them (nor any speed trick), text none of the model
 core, common nothing else of seq2seq; inference never the training stack; translate and
-serve never matplotlib."""
+serve never matplotlib; the scripts nothing of seq2seq but its public API, its model core
+and the internals the last contract names."""
 
 from __future__ import annotations
 
