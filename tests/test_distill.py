@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_lean_inference import assert_lean, imported_by
 from tiny_run import tiny_config, write_config
 
 from seq2seq.commands.distill import one_line
@@ -177,9 +176,3 @@ def test_a_teacher_into_another_language_is_refused(
     assert capsys.readouterr().err.strip() == (
         "seq2seq: error: --tgt-lang fr: the teacher translates into de (see seq2seq distill --help)"
     )
-
-
-def test_distill_imports_no_training_stack(trained_run: dict, corpus: Path, tmp_path: Path):
-    args = ["distill", "--ckpt", str(trained_run["ckpt"]), "--data", str(corpus)]
-    assert_lean(imported_by([*args, "--out", str(tmp_path / "out"), "--src-lang", "en",
-                             "--tgt-lang", "de", "--beam", "1"]))  # fmt: skip

@@ -63,6 +63,9 @@ def lean_steps(trained_run: dict, folder: Path) -> dict[str, dict]:
         "corpus --help": ["corpus", "--help"],
         "translate --help": ["translate", "--help"],
         "average": ["average", "--ckpts", ckpt, ckpt, "--out", str(folder / "avg.ckpt")],
+        "distill": ["distill", "--ckpt", ckpt, "--data", str(trained_run["corpus"]),
+                    "--out", str(folder / "distilled"), "--src-lang", "en", "--tgt-lang", "de",
+                    "--beam", "1"],
         "evaluate": ["evaluate", "--ckpt", ckpt, "--src", src, "--ref", ref],
         "attention": ["attention", "--ckpt", ckpt, "--src", src, "--out", str(folder / "maps"),
                       "--limit", "1"],
@@ -133,6 +136,10 @@ def test_attention_imports_no_training_stack(imported) -> None:
 def test_average_imports_no_training_stack(imported) -> None:
     imported["average"].assert_lacks(*TRAINING_STACK)
     assert Path(imported["average"].args[-1]).is_file()
+
+
+def test_distill_imports_no_training_stack(imported) -> None:
+    imported["distill"].assert_lacks(*TRAINING_STACK)
 
 
 @pytest.mark.parametrize("step", ["help", "corpus --help", "translate --help"])
