@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -101,21 +100,15 @@ def parameters_and_case(checkpoint: Path) -> tuple[str, bool]:
     return f"{sum(unique.values()) / 1e6:.2f} M", lowercase
 
 
-# a figures block's first line: FIGURES_START, or that of a card written when this script
-# had another path
-FIGURES_OPENING = re.compile(r"<!-- figures: written by \S+ from results\.json -->")
-
-
 def write_card(folder: Path, results: dict[str, Any]) -> None:
-    """The card's figures block replaced by the one ``results`` gives (its opening line
-    rewritten as ``FIGURES_START`` names this script now)."""
+    """The card's figures block replaced by the one ``results`` gives."""
     card = folder / CARD
     text = card.read_text(encoding="utf-8")
-    start = FIGURES_OPENING.search(text)
-    if start is None or FIGURES_END not in text[start.end() :]:
+    if FIGURES_START not in text or FIGURES_END not in text:
         sys.exit(f"{card} has no figures block ({FIGURES_START} ... {FIGURES_END})")
-    after = text[start.end() :].partition(FIGURES_END)[2]
-    card.write_text(text[: start.start()] + card_figures(results) + after, encoding="utf-8")
+    before, _, rest = text.partition(FIGURES_START)
+    after = rest.partition(FIGURES_END)[2]
+    card.write_text(before + card_figures(results) + after, encoding="utf-8")
 
 
 def bench(args: argparse.Namespace, name: str, env: dict) -> dict[str, Any]:
