@@ -169,7 +169,7 @@ def test_seq2seq_models_lists_each_name_with_its_cards_figures(named: Path, run_
     done = run_here("models")
     assert done.returncode == 0 and NAME in done.stdout and "not benchmarked yet" in done.stdout
     results = {
-        "parameters": "40.1 K", "file_mb": 0.1, "cpu_kind": "AVX512, no bf16 instructions",
+        "parameters": "40.1 K", "file_mib": 0.1, "cpu_kind": "AVX512, no bf16 instructions",
         "beam5_sentences_per_sec": 123.4,
         "test_2016_flickr": {"bleu_literature": 12.34, "bleu": 11.11, "chrf": 40.0, "cased": True},
     }  # fmt: skip
@@ -178,7 +178,7 @@ def test_seq2seq_models_lists_each_name_with_its_cards_figures(named: Path, run_
         line = next(row for row in run_here("models").stdout.splitlines() if NAME in row)
     finally:
         (named / NAME / RESULTS).unlink()
-    for cell in ("en->de", "40.1 K", "0.1 MB", "12.34 / 11.11", "123 on AVX512"):
+    for cell in ("en->de", "40.1 K", "0.1 MiB", "12.34 / 11.11", "123 on AVX512"):
         assert cell in line, line
     assert resolve(NAME).results == {}
 

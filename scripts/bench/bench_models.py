@@ -123,7 +123,7 @@ def bench(args: argparse.Namespace, name: str, env: dict) -> dict[str, Any]:
     recased = lowercase and released.manifest.get("casing") is not None
     results: dict[str, Any] = {
         "parameters": count,
-        "file_mb": round(released.checkpoint.stat().st_size / 1e6, 2),
+        "file_mib": round(released.checkpoint.stat().st_size / 2**20, 2),
         TEST_SPLIT: {key: round(first[key], 2) for key in ("bleu_literature", "bleu", "chrf")}
         | {"cased": recased or not lowercase},
         "recased": recased,

@@ -15,7 +15,7 @@ def model_row(results: dict[str, Any]) -> list[str]:
     test = results["test_2016_flickr"]
     sacre = f" / {test['bleu']:.2f}" if test.get("cased") else " / (lowercase)"
     speed = f"{results['beam5_sentences_per_sec']:.0f} on {results['cpu_kind']}"
-    return [results["parameters"], f"{results['file_mb']:.1f} MB",
+    return [results["parameters"], f"{results['file_mib']:.1f} MiB",
             f"{test['bleu_literature']:.2f}{sacre}", speed]  # fmt: skip
 
 

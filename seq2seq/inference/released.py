@@ -193,7 +193,7 @@ def card_figures(results: dict[str, Any]) -> str:
     sacre = f"{test['bleu']:.2f}" if test["cased"] else "(lowercase output)"
     rows = [
         ("parameters", results["parameters"]),
-        ("file (float16)", f"{results['file_mb']:.1f} MB"),
+        ("file (float16)", f"{results['file_mib']:.1f} MiB"),
         ("test_2016 literature BLEU", f"{test['bleu_literature']:.2f}"),
         ("test_2016 sacreBLEU" + (" (recased)" if results.get("recased") else ""), sacre),
         ("test_2016 chrF", f"{test['chrf']:.2f}"),
