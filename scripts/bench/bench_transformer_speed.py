@@ -36,6 +36,7 @@ from scripts.bench.benchkit import (
 from seq2seq.batch import Batch
 from seq2seq.masking import sequence_mask
 from seq2seq.model import VocabSpec
+from seq2seq.speedups.cpu_dropout import cpu_dropouts
 from seq2seq.speedups.malloc import keep_freed_memory
 from seq2seq.training.task import batch_target_tokens
 from seq2seq.transformer import Transformer, sinusoidal_table
@@ -100,11 +101,12 @@ def main() -> None:
     batches, vocab = multi30k_batches(args.data, args.max_tokens, args.steps)
     bf16 = args.precision == "bf16"
     contenders = {
-        "seq2seq Transformer": (Transformer(vocab, **SIZE), ours_loss),
+        # with the cheap CPU dropout mask, as the training task builds it
+        "seq2seq Transformer": (cpu_dropouts(Transformer(vocab, **SIZE)), ours_loss),
         "torch.nn.Transformer": (PlainTransformer(vocab), plain_loss),
     }
     if args.compile:
-        compiled = torch.compile(Transformer(vocab, **SIZE), dynamic=True)
+        compiled = torch.compile(cpu_dropouts(Transformer(vocab, **SIZE)), dynamic=True)
         contenders["seq2seq Transformer, compiled"] = (compiled, ours_loss)
     optimizers = {
         name: torch.optim.AdamW(model.parameters(), lr=1e-4)
