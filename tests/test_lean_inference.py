@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from pytorch_lightning.cli import LightningCLI
 
-from seq2seq.commands.fit import Seq2SeqCLI
 from seq2seq.commands.options import TRAINING_COMMANDS
 
 TRAINING_STACK = ("pytorch_lightning", "lightning_fabric", "torchmetrics", "datasets")
@@ -152,7 +151,6 @@ def test_the_static_list_of_training_commands_is_lightnings_but_predict() -> Non
     """`seq2seq --help` lists fit/validate/test from a list written out (so that it needs no
     Lightning); that list must stay what Lightning's CLI offers."""
     assert list(TRAINING_COMMANDS) == [c for c in LightningCLI.subcommands() if c != "predict"]
-    assert list(Seq2SeqCLI.subcommands()) == list(TRAINING_COMMANDS)
 
 
 def test_batching_pulls_no_datamodule(imported) -> None:

@@ -173,13 +173,18 @@ def place_checkpoints(settings: Any) -> list[Path]:
 
 class Seq2SeqCLI(LightningCLI):
     """LightningCLI with the vocabulary linked from the data into the model, and best-k
-    checkpointing and early stopping on validation BLEU."""
+    checkpointing and early stopping on validation BLEU. ``command``: the one subcommand
+    (of ``TRAINING_COMMANDS``) it parses, whose parser is then the only one built (building
+    a subcommand's parser is a large share of a command's start-up); None: all of them."""
 
-    @staticmethod
-    def subcommands() -> dict[str, set[str]]:
-        """Lightning's subcommands but ``predict``: the task has no predict step, and
-        ``seq2seq translate`` is how a checkpoint translates."""
-        return {name: LightningCLI.subcommands()[name] for name in TRAINING_COMMANDS}
+    def __init__(self, *args: Any, command: str | None = None, **kwargs: Any) -> None:
+        self.commands = [command] if command else list(TRAINING_COMMANDS)
+        super().__init__(*args, **kwargs)
+
+    def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
+        """Lightning's subcommands of those names (never ``predict``: the task has no
+        predict step, and ``seq2seq translate`` is how a checkpoint translates)."""
+        return {name: LightningCLI.subcommands()[name] for name in self.commands}
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocab", "model.vocab", apply_on="instantiate")
@@ -314,6 +319,7 @@ def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
         sys.argv[1:] = upgraded_arguments(sys.argv[1:])  # DDP's processes read it too
     else:
         args = upgraded_arguments(args)
+    command = (sys.argv[1:] if args is None else args)[0]  # one of TRAINING_COMMANDS
     quiet_lightning()
     bound_collective_waits()
     with PreparationStop() as preparation_stop:  # signals until the data are ready
@@ -345,13 +351,13 @@ def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
                 "description": DESCRIPTION,
                 "parser_mode": UPGRADING_YAML,
                 **{
-                    command: {**training_help(command), "parser_mode": UPGRADING_YAML}
-                    for command in Seq2SeqCLI.subcommands()
+                    command: {**training_help(command), "parser_mode": UPGRADING_YAML},
                 },
             },
             parser_class=TrainingParser,
             args=args,
             auto_configure_optimizers=False,
+            command=command,
         )
 
 
