@@ -27,6 +27,7 @@ the file as it is, to score a model's alignments by AER.
 from __future__ import annotations
 
 import datetime
+import functools
 import random
 import shutil
 import uuid
@@ -39,6 +40,22 @@ from babel.dates import format_date
 from num2words import num2words
 
 from seq2seq.common.errors import Seq2SeqError
+
+
+# A pair spells its number or date once to say it and again to give each of its words a
+# role, in each language: the spellings of the last few meanings are kept.
+@functools.lru_cache(maxsize=4096)
+def spelled_number(number: int, lang: str, to: str = "cardinal") -> str:
+    """``num2words``'s spelling of ``number`` (``to``: cardinal, ordinal, year), kept."""
+    return num2words(number, lang=lang, to=to)
+
+
+@functools.lru_cache(maxsize=4096)
+def formatted_date(day: datetime.date, pattern: str, lang: str) -> str:
+    """Babel's ``format_date`` of ``day`` in ``lang`` (``pattern``: full, long, a CLDR
+    pattern), kept."""
+    return format_date(day, pattern, locale=lang)
+
 
 LANGUAGES = ("en", "de", "fr")
 DEFAULT_SIZES: Mapping[str, int] = MappingProxyType({"train": 20000, "val": 500, "test": 500})
@@ -71,21 +88,21 @@ PHRASINGS: Mapping[str, Phrasing] = MappingProxyType(
             in_year="in the year {}",
             on_date="'on' EEEE, MMMM d, y",
             day_of_month="on the {day} of {month}",
-            day=lambda d: num2words(d, lang="en", to="ordinal"),
+            day=lambda d: spelled_number(d, lang="en", to="ordinal"),
         ),
         # "am" takes the dative: "am Sonntag, dem 21. März", "am einundzwanzigsten März".
         "de": Phrasing(
             in_year="im Jahr {}",
             on_date="'am' EEEE, 'dem' d. MMMM y",
             day_of_month="am {day} {month}",
-            day=lambda d: num2words(d, lang="de", to="ordinal") + "n",
+            day=lambda d: spelled_number(d, lang="de", to="ordinal") + "n",
         ),
         # French names days by cardinals except the first: "le premier mars", "le deux mars".
         "fr": Phrasing(
             in_year="en l'an {}",
             on_date="'le' EEEE d MMMM y",
             day_of_month="le {day} {month}",
-            day=lambda d: num2words(d, lang="fr", to="ordinal" if d == 1 else "cardinal"),
+            day=lambda d: spelled_number(d, lang="fr", to="ordinal" if d == 1 else "cardinal"),
         ),
     }
 )
@@ -94,7 +111,7 @@ PHRASINGS: Mapping[str, Phrasing] = MappingProxyType(
 def _ordinal(n: int, lang: str) -> str:
     """num2words' ordinal; its French keeps the plural s of "quatre-vingts" and "deux
     cents" before -ième ("quatre-vingtsième"), which French drops ("quatre-vingtième")."""
-    word = num2words(n, lang=lang, to="ordinal")
+    word = spelled_number(n, lang=lang, to="ordinal")
     return word.replace("tsième", "tième") if lang == "fr" else word
 
 
@@ -130,7 +147,7 @@ YEAR_NOUNS = frozenset({"year", "Jahr", "l'an"})  # "in the year", "im Jahr", "e
 
 
 def _number_roles(n: int, lang: str) -> list[str]:
-    return ["number"] * len(num2words(n, lang=lang).split())
+    return ["number"] * len(spelled_number(n, lang=lang).split())
 
 
 def _ordinal_roles(n: int, lang: str) -> list[str]:
@@ -138,7 +155,7 @@ def _ordinal_roles(n: int, lang: str) -> list[str]:
 
 
 def _year_roles(year: int, lang: str) -> list[str]:
-    spelled = len(num2words(year, lang=lang, to="year").split())
+    spelled = len(spelled_number(year, lang=lang, to="year").split())
     words = _say_year(year, lang).split()
     frame = ["noun" if word in YEAR_NOUNS else FUNCTION_WORD for word in words[:-spelled]]
     return frame + ["year"] * spelled
@@ -150,8 +167,8 @@ def _date_roles(
     """Each word of a date's ``text``: its weekday, day (digits, or the ``spoken_day``'s
     words), month or year, else a function word."""
     names = {
-        format_date(day, "EEEE", locale=lang): "weekday",
-        format_date(day, "MMMM", locale=lang): "month",
+        formatted_date(day, "EEEE", lang): "weekday",
+        formatted_date(day, "MMMM", lang): "month",
         str(day.day): "day",
         str(day.year): "year",
     }
@@ -163,32 +180,32 @@ def _date_roles(
 
 
 def _say_year(year: int, lang: str) -> str:
-    return PHRASINGS[lang].in_year.format(num2words(year, lang=lang, to="year"))
+    return PHRASINGS[lang].in_year.format(spelled_number(year, lang=lang, to="year"))
 
 
 def _say_on_date(day: datetime.date, lang: str) -> str:
-    return format_date(day, PHRASINGS[lang].on_date, locale=lang)
+    return formatted_date(day, PHRASINGS[lang].on_date, lang)
 
 
 def _say_day_of_month(day: datetime.date, lang: str) -> str:
     phrasing = PHRASINGS[lang]
-    month = format_date(day, "MMMM", locale=lang)
+    month = formatted_date(day, "MMMM", lang)
     return phrasing.day_of_month.format(day=phrasing.day(day.day), month=month)
 
 
 def _full_date(day: datetime.date, lang: str) -> str:
-    return format_date(day, "full", locale=lang)
+    return formatted_date(day, "full", lang)
 
 
 def _long_date(day: datetime.date, lang: str) -> str:
-    return format_date(day, "long", locale=lang)
+    return formatted_date(day, "long", lang)
 
 
 KINDS: tuple[Kind, ...] = (
     Kind(
         3,
         lambda rng: _sample_number(rng, 0),
-        lambda n, lang: num2words(n, lang=lang),
+        lambda n, lang: spelled_number(n, lang=lang),
         _number_roles,
     ),
     Kind(2, lambda rng: _sample_number(rng, 1), _ordinal, _ordinal_roles),
