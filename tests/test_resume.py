@@ -137,7 +137,6 @@ def stop(kind: str, config: Path, steps_per_epoch: int) -> None:
     time limit, or a signal. SIGINT and SIGTERM reach a fit in this process (its handlers
     are the command's); SIGKILL, which no process outlives, a child's."""
     middle = steps_per_epoch + steps_per_epoch // 2
-    signum = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL}
     if kind == "max_steps":
         fit_here(config, "--trainer.max_steps", str(middle))
     elif kind == "max_time":  # steps of at least 0.4 s, a limit of 2 s: stops mid-run
@@ -150,9 +149,10 @@ def stop(kind: str, config: Path, steps_per_epoch: int) -> None:
         marker.unlink()
         run.wait()
     else:
+        signum = {"sigint": signal.SIGINT, "sigterm": signal.SIGTERM}[kind]
         with pytest.raises(SystemExit) as stopped, redirect_stderr(io.StringIO()) as err:
-            fit_here(with_callback(config, step=middle, signal=int(signum[kind])))
-        assert stopped.value.code == 128 + signum[kind], err.getvalue()[-3000:]
+            fit_here(with_callback(config, step=middle, signal=int(signum)))
+        assert stopped.value.code == 128 + signum, err.getvalue()[-3000:]
         said = err.getvalue()
         assert f"at step {middle}: " in said and "last.ckpt" in said, said[-2000:]
         # no validation of the unfinished second epoch, so none of its checkpoints
