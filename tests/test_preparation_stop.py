@@ -1,52 +1,41 @@
 """Ctrl-C and SIGTERM while `seq2seq fit` prepares its data (training the vocabulary,
 tokenizing the splits): the command ends at once, in one line, with 128 + the signal; it
-leaves no cache that looks whole, no process behind, and the next run trains."""
+leaves no cache that looks whole, and the next run trains. The fits run in this process, the
+signal sent from the paused step."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tiny_run import SIZES, tiny_config, write_config
 
+import seq2seq.text.tokenizer as tokenizer
+import seq2seq.training.data.encode_pool as encode_pool
 from seq2seq.commands.main import main
 from seq2seq.text.demo_corpus import write_corpus
 
-pytestmark = pytest.mark.slow  # fits in child processes
+pytestmark = pytest.mark.slow  # fits
 
-# `seq2seq fit` with one step of the data preparation replaced by one that writes its
-# process id into a marker file and waits: the vocabulary's training (which runs on a
-# child process of its own) or the encoding of the training split's first batch.
-PAUSED_FIT = """
-import os, sys, time
-from pathlib import Path
-import seq2seq.training.data.encode_pool as encode_pool
-import seq2seq.text.tokenizer as tokenizer
-from seq2seq.commands.main import main
 
-marker = Path(sys.argv[2])
+def paused_step(fit: int, signum: signal.Signals, released: threading.Event) -> Callable[..., None]:
+    """A step of the data preparation that signals the fit (process ``fit``) and waits until
+    ``released``, as a step would go on working while the signal arrives."""
 
-def paused(*args):
-    marker.write_text(str(os.getpid()))
-    time.sleep(600)
+    def paused(*args: object) -> None:
+        os.kill(fit, signum)
+        released.wait(600)
 
-if sys.argv[1] == "vocabulary":
-    tokenizer._train_model = paused
-else:
-    encode = encode_pool.encode_pairs
-    def encode_pairs(*args):
-        encoded = encode(*args)  # the first batch is written, then the wait
-        paused()
-        return encoded
-    encode_pool.encode_pairs = encode_pairs
-main(["fit", "--config", sys.argv[3]])
-"""
-ENDED_WITHIN = 120  # seconds after the signal (a loaded machine is slow to end a Python)
+    return paused
+
+
+ENDED_WITHIN = 120  # seconds (a loaded machine is slow)
 
 
 def fit_config(tmp_path: Path) -> Path:
@@ -56,41 +45,43 @@ def fit_config(tmp_path: Path) -> Path:
     return write_config(tmp_path / "tiny.yaml", config)
 
 
-def running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.mark.parametrize(
     ("phase", "signum"),
     [("vocabulary", signal.SIGINT), ("tokenizing", signal.SIGTERM)],
     ids=["ctrl-c-while-training-the-vocabulary", "sigterm-while-tokenizing"],
 )
-def test_a_signal_while_preparing_the_data_ends_fit_in_one_line(tmp_path, phase, signum):
+def test_a_signal_while_preparing_the_data_ends_fit_in_one_line(
+    tmp_path, phase, signum, monkeypatch, capsys
+):
+    """The step paused is the vocabulary's training (on a thread of its own) or the encoding
+    of the training split's first batch, in a fit in this process."""
     config = fit_config(tmp_path)
-    marker = tmp_path / "paused"
-    run = subprocess.Popen(
-        [sys.executable, "-c", PAUSED_FIT, phase, str(marker), str(config)],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    while not marker.exists() or not marker.read_text():
-        assert run.poll() is None, run.stderr.read()[-3000:]
-        time.sleep(0.1)
-    paused = int(marker.read_text())
-    run.send_signal(signum)
-    signalled = time.monotonic()
-    _, err = run.communicate(timeout=ENDED_WITHIN)
-    assert time.monotonic() - signalled < ENDED_WITHIN
-    assert run.returncode == 128 + signum, err[-3000:]
+    released = threading.Event()
+    paused = paused_step(os.getpid(), signum, released)
+    if phase == "vocabulary":
+        monkeypatch.setattr(tokenizer, "_train_model", paused)
+    else:
+        encode = encode_pool.encode_pairs
+
+        def encode_pairs(*args: Any) -> Any:
+            encoded = encode(*args)  # the first batch is written, then the wait
+            paused()
+            return encoded
+
+        monkeypatch.setattr(encode_pool, "encode_pairs", encode_pairs)
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as stopped:
+        main(["fit", "--config", str(config)])
+    assert time.monotonic() - started < ENDED_WITHIN
+    released.set()  # the vocabulary's thread, left waiting, ends
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert stopped.value.code == 128 + signum, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     assert err.splitlines()[-1] == (
         f"seq2seq: stopped by {signal.Signals(signum).name} while preparing the data; nothing "
         "half-written is kept, and the next run reuses what was finished"
     )
-    assert not running(paused)  # the vocabulary's child process too
     cache = tmp_path / "cache"
     vocabularies = list(cache.glob("spm/*/*.model"))  # a vocabulary trained whole, or none
     assert len(vocabularies) == (phase == "tokenizing")
