@@ -126,6 +126,9 @@ class Plan:
     decode_pairs: tuple[int, int]  # train, test pairs of step 3
     decode_steps: int
     decode_rounds: int  # timed translations of the test set on the GPU
+    # threads of step 3's CPU side (the 2-core reference machine); None: the process's own,
+    # so that a check beside other work on a small CPU does not ask for more cores than it has
+    decode_cpu_threads: int | None
     fit_pairs: int  # training pairs of step 4
     fit_eval_pairs: int  # its validation and test pairs, each
     fit_steps: tuple[int, int, int]  # optimizer steps before, after resuming; validate every
@@ -140,6 +143,7 @@ FULL = Plan(
     steps=(10, 40, 4),
     model={},
     base_pairs=2000, decode_pairs=(40_000, 1000), decode_steps=600, decode_rounds=3,
+    decode_cpu_threads=2,
     fit_pairs=20_000, fit_eval_pairs=100, fit_steps=(150, 200, 50), fit_audit=(20, 20),
     fit_overrides={},
 )  # fmt: skip
@@ -148,6 +152,7 @@ TINY = Plan(
     pairs=2000, vocab=500, max_tokens=(600,), fixed_tokens=(640,), steps=(2, 3, 2),
     model=TINY_MODEL,
     base_pairs=150, decode_pairs=(300, 6), decode_steps=8, decode_rounds=1,
+    decode_cpu_threads=None,
     fit_pairs=300, fit_eval_pairs=8, fit_steps=(4, 6, 2), fit_audit=(2, 2),
     fit_overrides={"data": {"max_tokens": 400, "num_workers": 0},
                    "model": {"model": {"init_args": TINY_MODEL}}},
@@ -339,7 +344,7 @@ def compare(cpu: tuple[list, list], gpu: tuple[list, list], lines: list[str]) ->
 
 def decoding_section(device: torch.device, plan: Plan, work: Path, out: Path) -> dict[str, Any]:
     """Step 3: train a Multi30k-sized Transformer here, then translate with it on the
-    CPU (2 threads) and on the device, and compare; the profile of one beam-5 translation
+    CPU (the plan's threads) and on the device, and compare; the profile of one beam-5 translation
     of the test set goes to ``out``."""
     base = demo_corpus(plan.base_pairs)
     train_n, test_n = plan.decode_pairs
@@ -376,7 +381,7 @@ def decoding_section(device: torch.device, plan: Plan, work: Path, out: Path) ->
     try:
         model.cpu()
         torch_threads = torch.get_num_threads()
-        torch.set_num_threads(2)
+        torch.set_num_threads(plan.decode_cpu_threads or torch_threads)
         try:
             cpu_beam = translate_timed(trained, lines, beam, 1, 4096)
             cpu_greedy = translate_timed(trained, lines, greedy, 1, 4096)
