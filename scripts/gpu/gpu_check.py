@@ -344,8 +344,8 @@ def compare(cpu: tuple[list, list], gpu: tuple[list, list], lines: list[str]) ->
 
 def decoding_section(device: torch.device, plan: Plan, work: Path, out: Path) -> dict[str, Any]:
     """Step 3: train a Multi30k-sized Transformer here, then translate with it on the
-    CPU (the plan's threads) and on the device, and compare; the profile of one beam-5 translation
-    of the test set goes to ``out``."""
+    CPU (the plan's threads) and on the device, and compare; the profile of one beam-5
+    translation of the test set goes to ``out``."""
     base = demo_corpus(plan.base_pairs)
     train_n, test_n = plan.decode_pairs
     pairs = joined_pairs(base, train_n + test_n, mean=2.5, seed=6)  # Multi30k: ~12 words

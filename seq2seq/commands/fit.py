@@ -350,9 +350,7 @@ def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
                 "prog": "seq2seq",
                 "description": DESCRIPTION,
                 "parser_mode": UPGRADING_YAML,
-                **{
-                    command: {**training_help(command), "parser_mode": UPGRADING_YAML},
-                },
+                command: {**training_help(command), "parser_mode": UPGRADING_YAML},
             },
             parser_class=TrainingParser,
             args=args,
