@@ -24,12 +24,12 @@ from seq2seq.text.demo_corpus import write_corpus
 pytestmark = pytest.mark.slow  # fits
 
 
-def paused_step(fit: int, signum: signal.Signals, released: threading.Event) -> Callable[..., None]:
-    """A step of the data preparation that signals the fit (process ``fit``) and waits until
+def paused_step(signum: signal.Signals, released: threading.Event) -> Callable[..., None]:
+    """A step of the data preparation that signals the fit (this process) and waits until
     ``released``, as a step would go on working while the signal arrives."""
 
     def paused(*args: object) -> None:
-        os.kill(fit, signum)
+        os.kill(os.getpid(), signum)
         released.wait(600)
 
     return paused
@@ -57,7 +57,7 @@ def test_a_signal_while_preparing_the_data_ends_fit_in_one_line(
     of the training split's first batch, in a fit in this process."""
     config = fit_config(tmp_path)
     released = threading.Event()
-    paused = paused_step(os.getpid(), signum, released)
+    paused = paused_step(signum, released)
     if phase == "vocabulary":
         monkeypatch.setattr(tokenizer, "_train_model", paused)
     else:
