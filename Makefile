@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 PROJECT_WITH_EXTRAS := -e ".[dev,tensorboard,serve,export,hf]"
 export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_OFFLINE ?= 1
+# Python keeps each module it compiles in __pycache__ for the next process. Some machines turn
+# that off (PYTHONDONTWRITEBYTECODE); the tests start a few hundred processes, each of which
+# would then compile torch, Lightning and the toolkit again.
+unexport PYTHONDONTWRITEBYTECODE
 
 # Multi30k: linked from a local copy when there is one, else downloaded.
 MULTI30K_LOCAL ?= ../shared/data/multi30k
@@ -24,12 +28,13 @@ DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 install: $(STAMP)
 
 # torch first, pinned to the CPU wheel; then the project, whose torch range admits it, with
-# uv (the same packages as pip, in half the time: parallel downloads and compilation); pip
-# where uv cannot reach an index.
+# uv (the same packages as pip, in a fraction of the time: parallel downloads); pip where uv
+# cannot reach an index. Nothing is compiled ahead: a run imports a fraction of what is
+# installed, each module compiled at its first import and kept (see above).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0 uv
-	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode $(PROJECT_WITH_EXTRAS) \
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile torch==2.13.0 uv
+	$(BIN)/uv pip install --python $(BIN)/python --quiet $(PROJECT_WITH_EXTRAS) \
 		|| $(BIN)/pip install --quiet --disable-pip-version-check $(PROJECT_WITH_EXTRAS)
 	touch $@
 
