@@ -9,8 +9,8 @@ PROJECT_WITH_EXTRAS := -e ".[dev,tensorboard,serve,export,hf]"
 export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_OFFLINE ?= 1
 # Python keeps each module it compiles in __pycache__ for the next process. Some machines turn
-# that off (PYTHONDONTWRITEBYTECODE); the tests start a few hundred processes, each of which
-# would then compile torch, Lightning and the toolkit again.
+# that off (PYTHONDONTWRITEBYTECODE); the tests start many processes, each of which would
+# then compile torch, Lightning and the toolkit again.
 unexport PYTHONDONTWRITEBYTECODE
 
 # Multi30k: linked from a local copy when there is one, else downloaded.
@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile torch==2.13.0 uv
 	$(BIN)/uv pip install --python $(BIN)/python --quiet $(PROJECT_WITH_EXTRAS) \
-		|| $(BIN)/pip install --quiet --disable-pip-version-check $(PROJECT_WITH_EXTRAS)
+		|| $(BIN)/pip install --quiet --disable-pip-version-check --no-compile $(PROJECT_WITH_EXTRAS)
 	touch $@
 
 demo: $(STAMP)
