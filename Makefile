@@ -9,7 +9,7 @@ PROJECT_WITH_EXTRAS := -e ".[dev,tensorboard,serve,export,hf]"
 export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_OFFLINE ?= 1
 # Python keeps each module it compiles in __pycache__ for the next process. Some machines turn
-# that off (PYTHONDONTWRITEBYTECODE); the tests start many processes, each of which would
+# that off (PYTHONDONTWRITEBYTECODE); the tests start dozens of processes, each of which would
 # then compile torch, Lightning and the toolkit again.
 unexport PYTHONDONTWRITEBYTECODE
 
