@@ -1,16 +1,17 @@
 """Training and decoding speed by precision, on this machine, alternating A B A B.
 
 Training: for each recipe (the En-De Transformer and Bahdanau RNN recipes) ``seq2seq fit``
-runs ``--steps`` updates with validation off, once as the recipes shipped before
-``precision: auto`` (``bf16-mixed``) and once as they ship now (``auto``, which resolves to
-what this machine computes natively); a run's figure is its steps/s, one over the mean time
-of a training batch by Lightning's SimpleProfiler (so that a few steps suffice where bf16 is
-emulated and a step takes a minute), and its logged target tokens/s where it ran over 20
-steps (the throughput monitor's window). Decoding (``--ckpt``): ``seq2seq
-evaluate`` beam 5 over ``--lines`` sentences, in fp32 and with ``--bf16``. The JSON names
-the CPU (PyTorch's capability, bf16 instructions or not); run it with ``--emulate-avx2`` on
-an AVX512 machine to measure as an AVX2-only CPU would (PyTorch's and oneDNN's kernels
-limited to AVX2 by their environment variables). Resumable: a finished run is not redone.
+runs ``--steps`` updates with validation off, once in ``bf16-mixed`` and once in ``32-true``,
+and the JSON says which of the two ``precision: auto`` (what the recipes ship) resolves to on
+this machine, so that one run shows whether ``auto`` chose the faster; a run's figure is its
+steps/s, one over the mean time of a training batch by Lightning's SimpleProfiler (so that a
+few steps suffice where bf16 is emulated and a step takes a minute), and its logged target
+tokens/s where it ran over 20 steps (the throughput monitor's window). Decoding
+(``--ckpt``): ``seq2seq evaluate`` beam 5 over ``--lines`` sentences, in fp32 and with
+``--bf16``. The JSON names the CPU (PyTorch's capability, bf16 instructions or not); run it
+with ``--emulate-avx2`` on an AVX512 machine to measure as an AVX2-only CPU would (PyTorch's
+and oneDNN's kernels limited to AVX2 by their environment variables). Resumable: a finished
+run is not redone.
 
     python scripts/bench/bench_precision.py --out runs/bench/precision.json --steps 30 --rounds 2 \\
         --ckpt CKPT
@@ -42,10 +43,10 @@ from scripts.bench.benchkit import (
     run,
     save_json,
 )
-from seq2seq.common.precision import Machine
+from seq2seq.common.precision import Machine, auto_precision
 
 RECIPES = ("transformer", "bahdanau")
-TRAINING = {"bf16-mixed (as shipped before)": "bf16-mixed", "auto (as shipped now)": "auto"}
+TRAINING = {"bf16-mixed": "bf16-mixed", "32-true": "32-true"}
 DECODING = {"fp32": False, "--bf16": True}
 AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 BATCH_ACTION = "run_training_batch"  # the SimpleProfiler's row of a training step
@@ -125,6 +126,7 @@ def main() -> None:
     cpu = f"{cpu_model()}: {machine.cpu_kind()}"
     emulated = f"AVX2-only: PyTorch and oneDNN limited to AVX2 on {cpu_model()}"
     result["cpu"] = emulated if args.emulate_avx2 else cpu
+    result["auto"] = auto_precision("cpu", machine).precision  # what the recipes train in here
     save = lambda: save_json(args.out, result)  # noqa: E731
     for recipe in args.recipes:
         rounds = result.setdefault("training", {}).setdefault(recipe, [])
@@ -135,7 +137,7 @@ def main() -> None:
         alternate(rounds, args.rounds, list(DECODING),
                   lambda name, i: decode(args, DECODING[name], i), save)  # fmt: skip
     save()
-    print(f"{result['cpu']}:")
+    print(f"{result['cpu']} (precision auto: {result['auto']}):")
     for recipe, rounds in result.get("training", {}).items():
         for name in TRAINING:
             rates = [r[name]["steps_per_sec"] for r in rounds if name in r]
