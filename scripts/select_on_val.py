@@ -579,8 +579,9 @@ def release(args: argparse.Namespace) -> None:
         "released_from": {
             "recipe": args.member, "setting": setting.key, "config": recipe["config"],
             "override": recipe["override"], "full_precision_sha256": sha256(checkpoint),
-            "parameters": sum(v.numel() for v in trained["state_dict"].values()
-                              if isinstance(v, torch.Tensor) and v.is_floating_point()),
+            "parameters": sum({v.untyped_storage().data_ptr(): v.numel()  # tied: once
+                               for v in trained["state_dict"].values()
+                               if isinstance(v, torch.Tensor) and v.is_floating_point()}.values()),
         },
         "checks": {"sources": list(CHECK_SENTENCES), "translations": full},
     }  # fmt: skip
