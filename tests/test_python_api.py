@@ -4,7 +4,6 @@ maps as arrays and a Figure with one map per layer and head; the notebooks run."
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -140,53 +139,106 @@ def test_a_missing_checkpoint_is_the_commands_one_line_error(tmp_path: Path) -> 
         seq2seq.load(tmp_path / "nope.ckpt")
 
 
-@pytest.mark.slow  # a Jupyter kernel runs each notebook top to bottom
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
-def test_the_notebook_runs_top_to_bottom(
-    notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-) -> None:
+CAPTIONS = [  # (en, de, fr), written for these tests: no Multi30k text is committed
+    (
+        "A young girl in a pink dress is running across the grass.",
+        "Ein junges Mädchen in einem rosa Kleid läuft über das Gras.",
+        "Une jeune fille en robe rose court dans l'herbe.",
+    ),
+    (
+        "Two men are playing guitars on a small stage.",
+        "Zwei Männer spielen Gitarre auf einer kleinen Bühne.",
+        "Deux hommes jouent de la guitare sur une petite scène.",
+    ),
+    (
+        "A black dog jumps into the lake to catch a ball.",
+        "Ein schwarzer Hund springt in den See, um einen Ball zu fangen.",
+        "Un chien noir saute dans le lac pour attraper une balle.",
+    ),
+    (
+        "Three children are sitting on a bench in the park.",
+        "Drei Kinder sitzen auf einer Bank im Park.",
+        "Trois enfants sont assis sur un banc dans le parc.",
+    ),
+]
+
+
+def caption_corpus(folder: Path) -> Path:
+    """A val split in Multi30k's layout (``val.en``, ``val.de``, ``val.fr``) of CAPTIONS."""
+    folder.mkdir()
+    for column, lang in enumerate(["en", "de", "fr"]):
+        lines = "".join(f"{caption[column]}\n" for caption in CAPTIONS)
+        (folder / f"val.{lang}").write_text(lines, encoding="utf-8")
+    return folder
+
+
+def run_notebook(notebook: Path, folder: Path, timeout: int = 300) -> tuple[str, int]:
+    """Runs ``notebook`` top to bottom in a Jupyter kernel in ``folder``: what it printed,
+    and how many pictures it showed. Fails on any error in a cell."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     book = nbformat.read(notebook, as_version=4)
-    assert all(not cell.get("outputs") for cell in book.cells if cell.cell_type == "code"), (
-        "notebooks are committed without outputs"
-    )
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    monkeypatch.setenv("SEQ2SEQ_NOTEBOOK_QUICK", "1")  # small corpora, one epoch
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # what a notebook writes stays in the test's folder
-    if notebook.stem == "compare-attention":  # Multi30k's models: the session's tiny ones here
-        trained_run = request.getfixturevalue("trained_run")
-        monkeypatch.setenv("SEQ2SEQ_MULTI30K", str(trained_run["corpus"]))
-        monkeypatch.setenv("SEQ2SEQ_RNN_CKPT", str(trained_run["ckpt"]))
-        monkeypatch.setenv(
-            "SEQ2SEQ_TRANSFORMER_CKPT", str(request.getfixturevalue("trained_transformer"))
-        )
-        monkeypatch.setenv("SEQ2SEQ_SENTENCES", "8")
     client = nbclient.NotebookClient(
-        book, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        book, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
     )
     client.execute()
     errors = [o for c in book.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert errors == []
-    printed = "".join(o.get("text", "") for c in book.cells for o in c.get("outputs", []))
+    outputs = [o for c in book.cells for o in c.get("outputs", [])]
+    pictures = sum("image/png" in o.get("data", {}) for o in outputs)
+    return "".join(o.get("text", "") for o in outputs), pictures
+
+
+@pytest.mark.slow  # a Jupyter kernel runs each notebook top to bottom
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
+def test_the_notebook_runs_top_to_bottom(
+    notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    book = nbformat.read(notebook, as_version=4)
+    assert all(not cell.get("outputs") for cell in book.cells if cell.cell_type == "code"), (
+        "notebooks are committed without outputs"
+    )
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("SEQ2SEQ_NOTEBOOK_QUICK", "1")  # small corpora, one epoch
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # what a notebook writes stays in the test's folder
+    if notebook.stem == "compare-attention":  # the released models, on captions of our own
+        monkeypatch.setenv("SEQ2SEQ_MULTI30K", str(caption_corpus(tmp_path / "multi30k")))
+    printed, pictures = run_notebook(notebook, tmp_path)
     assert "skipped" not in printed  # every notebook ran its whole path
+    assert pictures > 0
+    if notebook.stem == "compare-attention":
+        assert "RNN: multi30k-en-de-rnn, en->de" in printed
+        assert "Transformer: multi30k-en-" in printed  # -de once released, -fr until then
+        assert pictures >= 2  # each model's maps
+
+
+@pytest.mark.slow  # a Jupyter kernel
+def test_the_comparison_notebook_sets_the_maps_side_by_side_when_both_write_german(
+    trained_transformer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint of one's own in place of a released model; both models writing German,
+    the notebook also compares their links."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("SEQ2SEQ_MULTI30K", str(caption_corpus(tmp_path / "multi30k")))
+    monkeypatch.setenv("SEQ2SEQ_TRANSFORMER", str(trained_transformer))
+    notebook = REPO_ROOT / "docs" / "notebooks" / "compare-attention.ipynb"
+    printed, pictures = run_notebook(notebook, tmp_path)
+    assert f"Transformer: {trained_transformer}, en->de" in printed
+    assert "the two models' links agree" in printed
+    assert pictures == 3  # each model's maps, and the two word maps side by side
+    assert "skipped" not in printed
 
 
 @pytest.mark.slow  # a Jupyter kernel
 def test_the_comparison_notebook_says_what_is_missing_and_stops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    book = nbformat.read(REPO_ROOT / "docs" / "notebooks" / "compare-attention.ipynb", 4)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("SEQ2SEQ_MULTI30K", str(tmp_path / "no-corpus"))
-    monkeypatch.setenv("SEQ2SEQ_RNN_CKPT", str(tmp_path / "no.ckpt"))
-    client = nbclient.NotebookClient(
-        book, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()
-    printed = "".join(o.get("text", "") for c in book.cells for o in c.get("outputs", []))
-    assert "skipped, missing: the Multi30k corpus" in printed
-    assert "the RNN checkpoint" in printed
-    assert not any(o.output_type == "error" for c in book.cells for o in c.get("outputs", []))
+    monkeypatch.setenv("SEQ2SEQ_RNN", str(tmp_path / "no.ckpt"))
+    notebook = REPO_ROOT / "docs" / "notebooks" / "compare-attention.ipynb"
+    printed, pictures = run_notebook(notebook, tmp_path, 120)
+    assert "skipped, missing: the Multi30k corpus (val.en" in printed
+    assert f"the RNN (checkpoint not found: {tmp_path / 'no.ckpt'})" in printed
+    assert "Transformer: " not in printed and pictures == 0  # nothing after the first cell ran
