@@ -152,6 +152,8 @@ def bench(args: argparse.Namespace, name: str, env: dict) -> dict[str, Any]:
             "load_seconds": load_seconds(full_model, work / "load-float32", env, args.rounds),
             "checkpoint_sha256": search["full_precision_sha256"],
         }
+    if "outside" in released.results:  # bench_outside.py's figures, kept
+        results["outside"] = released.results["outside"]
     save_json(released.folder / RESULTS, results)
     write_card(released.folder, results)
     return results

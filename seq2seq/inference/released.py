@@ -205,5 +205,33 @@ def card_figures(results: dict[str, Any]) -> str:
         rows.append(("literature BLEU of the float32 checkpoint", f"{full['bleu_literature']:.2f}"))
         rows.append(("translations equal to the float32 checkpoint's",
                      f"{full['equal_lines']} of {full['lines']}"))  # fmt: skip
+    rows += _outside_rows(results.get("outside", {}))
     lines = ["| figure | value |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)]
     return "\n".join([FIGURES_START, *lines, FIGURES_END])
+
+
+def _outside_rows(outside: dict[str, Any]) -> list[tuple[str, str]]:
+    """The card's rows of the model exported to transformers and to CTranslate2
+    (``scripts/bench/bench_outside.py``), where it was measured."""
+    rows = []
+    if hf := outside.get("in_transformers"):
+        config = hf["generation_config"]
+        rows += [
+            (f"transformers {hf['transformers']} (no seq2seq installed): beam-"
+             f"{config['num_beams']} translations equal to seq2seq's, length penalty 0 in both",
+             f"{hf['equal_lines']} of {hf['lines']}"),
+            (f"transformers, the export's generation config (length penalty "
+             f"{config['length_penalty']}): literature BLEU / sacreBLEU",
+             f"{hf['defaults']['bleu_literature']:.2f} / {hf['defaults']['bleu']:.2f}"),
+        ]  # fmt: skip
+    if ct2 := outside.get("in_ctranslate2"):
+        engines = ct2["engines"]
+        for quantization in ("float32", "int8"):
+            engine = engines[f"ct2-{quantization}"]
+            rows.append((
+                f"CTranslate2 {ct2['ctranslate2']} {quantization}: literature BLEU / beam-5 "
+                f"sentences/s (x seq2seq's {engines['seq2seq-fp32']['sentences_per_s']:.1f})",
+                f"{engine['bleu_literature']:.2f} / {engine['sentences_per_s']:.1f} "
+                f"({engine['speed_ratio']:.2f}x)",
+            ))  # fmt: skip
+    return rows
