@@ -345,11 +345,37 @@ def export_huggingface(trained: Trained, out: str | Path) -> Path:
     unexpected = [k for k in result.missing_keys if "embed_positions" not in k]
     if unexpected or result.unexpected_keys:
         raise Seq2SeqError(f"weights that did not map: {(unexpected + result.unexpected_keys)[:5]}")
+    hf.generation_config = generation_config(transformers, trained.search, spec)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     hf.save_pretrained(out)
     _write_tokenizer(vocab, out)
     return out
+
+
+# transformers divides a finished hypothesis's log-probability by |Y|^beta, seq2seq by GNMT's
+# ((5 + |Y|) / 6)^alpha (|Y| counting EOS in both). No beta gives GNMT's ranking at every
+# length; the two change alike where their slopes in log |Y| meet, beta = alpha |Y| / (5 + |Y|),
+# taken at a sentence of this many pieces.
+TYPICAL_PIECES = 15
+MAX_PIECES = 512  # the tokenizer's model_max_length: no sentence is cut before it
+
+
+def marian_length_penalty(alpha: float) -> float:
+    """transformers' ``length_penalty`` closest to seq2seq's GNMT ``alpha`` (see above)."""
+    return round(alpha * TYPICAL_PIECES / (5 + TYPICAL_PIECES), 4)
+
+
+def generation_config(transformers: Any, search: SearchSettings, spec: VocabSpec) -> Any:
+    """The model's own search as transformers' ``generate`` reads it: the beam, a length
+    penalty of transformers' form, a sentence ended once ``beam`` hypotheses have ended (as
+    seq2seq's beam search ends it), and a length limit that no sentence reaches."""
+    return transformers.GenerationConfig(
+        num_beams=search.beam, length_penalty=marian_length_penalty(search.length_penalty),
+        early_stopping=search.beam > 1, max_length=MAX_PIECES, num_return_sequences=1,
+        decoder_start_token_id=spec.bos_id, bos_token_id=spec.bos_id,
+        eos_token_id=spec.eos_id, forced_eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
+    )  # fmt: skip
 
 
 def _write_tokenizer(vocab: Any, out: Path) -> None:
@@ -364,6 +390,6 @@ def _write_tokenizer(vocab: Any, out: Path) -> None:
         (out / "target_vocab.json").write_text(json.dumps({p: i for i, p in enumerate(targets)}))
     settings = {
         "tokenizer_class": "MarianTokenizer", "pad_token": "<pad>", "eos_token": "</s>",
-        "unk_token": "<unk>", "separate_vocabs": not vocab.joint, "model_max_length": 512,
+        "unk_token": "<unk>", "separate_vocabs": not vocab.joint, "model_max_length": MAX_PIECES,
     }  # fmt: skip
     (out / "tokenizer_config.json").write_text(json.dumps(settings, indent=2))
