@@ -206,10 +206,11 @@ def test_the_notebook_runs_top_to_bottom(
     printed, pictures = run_notebook(notebook, tmp_path)
     assert "skipped" not in printed  # every notebook ran its whole path
     assert pictures > 0
-    if notebook.stem == "compare-attention":
+    if notebook.stem == "compare-attention":  # two released German writers, side by side
         assert "RNN: multi30k-en-de-rnn, en->de" in printed
-        assert "Transformer: multi30k-en-" in printed  # -de once released, -fr until then
-        assert pictures >= 2  # each model's maps
+        assert "Transformer: multi30k-en-de, en->de" in printed
+        assert "the two models' links agree" in printed
+        assert pictures == 3  # each model's maps, and the two word maps side by side
 
 
 @pytest.mark.slow  # a Jupyter kernel

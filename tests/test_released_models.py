@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import torch
 
 import seq2seq
 from seq2seq.inference.released import (
@@ -119,3 +120,88 @@ def wait_for_health(url: str, server: subprocess.Popen, seconds: float = 120) ->
         except OSError:
             time.sleep(0.3)
     pytest.fail(f"no answer from {url} in {seconds} s")
+
+
+# -- the headline model outside seq2seq: transformers and CTranslate2 ------------------------
+HEADLINE = "multi30k-en-de"  # the README's first model: a post-norm Transformer, exportable
+LONG = " ".join(["A man in a red shirt and a woman in a blue dress walk past a small shop"] * 3)
+
+
+@pytest.fixture(scope="module")
+def headline_checks() -> tuple[list[str], list[str]]:
+    """The check sentences and the shipped model's own lowercase translations of them (its
+    recorded ones, recased, are what the tests above hold)."""
+    sources = json.loads((MODELS / HEADLINE / MANIFEST).read_text(encoding="utf-8"))["checks"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(MODELS_ENV, str(MODELS))
+        ours = seq2seq.load(HEADLINE, recase=False).translate(sources["sources"])
+    return sources["sources"], ours
+
+
+def test_the_headline_model_exports_to_transformers_and_translates_alike_there(
+    run_here, tmp_path: Path, headline_checks: tuple[list[str], list[str]]
+):
+    """`seq2seq export --model multi30k-en-de --to huggingface`, read back by transformers
+    alone: beam search with seq2seq's ranking (no length penalty in either) writes what
+    seq2seq writes, and the generation config is the model's search, with a length limit
+    that a long sentence does not reach."""
+    transformers = pytest.importorskip("transformers", reason="the hf extra is not installed")
+    out = tmp_path / "hf"
+    done = run_here("export", "--model", HEADLINE, "--to", "huggingface", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    config = hf.generation_config
+    manifest = json.loads((MODELS / HEADLINE / MANIFEST).read_text(encoding="utf-8"))
+    assert config.num_beams == 5 and config.max_length >= 256
+    assert config.length_penalty > 0  # the model's own (val chose lp 2): not transformers' 1.0
+    assert manifest["released_from"]["setting"].endswith("@lp2")
+    sources, ours = headline_checks
+    batch = tokenizer([*sources, LONG], padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        ids = hf.generate(**batch, length_penalty=0.0, early_stopping=True)
+    theirs = tokenizer.batch_decode(ids, skip_special_tokens=True)
+    model = seq2seq.load(HEADLINE, recase=False)
+    assert theirs == model.translate([*sources, LONG], length_penalty=0.0)
+    with torch.inference_mode():  # the export's defaults: not cut at transformers' 20 pieces
+        long_ids = hf.generate(**tokenizer([LONG], return_tensors="pt"))
+    assert long_ids.shape[1] > 21 and long_ids[0, -1].item() == hf.config.eos_token_id
+    assert ours[0].startswith("ein junges mädchen")  # a translation, lowercase underneath
+
+
+@pytest.mark.parametrize("quantization", ["float32", "int8"])
+def test_the_headline_model_exports_to_ctranslate2_and_translates_alike_there(
+    run_here, tmp_path: Path, headline_checks: tuple[list[str], list[str]], quantization: str
+):
+    pytest.importorskip("ctranslate2", reason="the export extra is not installed")
+    out = tmp_path / "ct2"
+    done = run_here("export", "--model", HEADLINE, "--to", "ctranslate2", "--out", str(out),
+                    "--quantization", quantization)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    sources, ours = headline_checks
+    assert seq2seq.load(out).translate(sources) == ours
+
+
+def huggingface_example() -> tuple[str, str]:
+    """docs/huggingface.md's export command and the Python that reads its folder."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "huggingface.md").read_text("utf-8")
+    section = text.split("## Export a seq2seq Transformer to transformers", 1)[1]
+    command = section.split("```bash\n", 1)[1].split("```", 1)[0].strip()
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    return command, code
+
+
+def test_the_huggingface_pages_export_example_runs_as_written(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+):
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    command, code = huggingface_example()
+    assert f"--model {HEADLINE}" in command
+    done = subprocess.run(command.replace("seq2seq", f"{sys.executable} -m seq2seq", 1),
+                          shell=True, cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/huggingface.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "hund" in printed and "strand" in printed  # "a dog runs on the beach."
