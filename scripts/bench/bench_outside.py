@@ -38,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
+import seq2seq
 from scripts.bench.bench_models import test_files, write_card
 from scripts.bench.benchkit import (
     REPO,
@@ -51,7 +52,6 @@ from scripts.bench.benchkit import (
 )
 from seq2seq.common.precision import Machine
 from seq2seq.inference.released import RESULTS, Released, resolve
-from seq2seq.text.casing import Recaser
 from seq2seq.text.lines import read_lines
 from seq2seq.text.metrics import score_translations
 
@@ -63,7 +63,7 @@ def scores(hyps: list[str], refs: list[str], released: Released) -> dict[str, fl
     """Literature BLEU, sacreBLEU and chrF of ``hyps`` as the card scores the model's
     output: recased by its casing table first when it has one."""
     if released.casing is not None:
-        recaser = Recaser.load(released.casing)
+        recaser = seq2seq.Recaser.load(released.casing)
         hyps = [recaser.recase(line) for line in hyps]
     found = score_translations(hyps, refs, released.tgt_lang)
     return {name: round(found[name]["score"], 2) for name in ("bleu_literature", "bleu", "chrf")}
@@ -99,7 +99,6 @@ def clean_environment(folder: Path) -> Path:
 
 def in_transformers(args: argparse.Namespace, released: Released, src: Path, ref: Path) -> dict:
     """The transformers half (see the module's docstring)."""
-    import seq2seq
 
     folder = export(args.name, "huggingface", args.work / "hf")
     python = clean_environment(args.work / "hf-venv")
