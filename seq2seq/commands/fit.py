@@ -36,6 +36,12 @@ from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.training.data.datamodule import TranslationDataModule
 from seq2seq.training.distributed import bound_collective_waits
 from seq2seq.training.fit_summary import FitSummary
+from seq2seq.training.init_from import (
+    INIT_OPTION,
+    check_contradictions,
+    init_from_value,
+    starting_options,
+)
 from seq2seq.training.quiet import quiet_lightning
 from seq2seq.training.resume import (
     REPLACE_OPTION,
@@ -223,6 +229,13 @@ class Seq2SeqCLI(LightningCLI):
                 "checkpoints, deleting them (without it, fit refuses; --ckpt_path last "
                 "continues that run instead).",
             )
+            parser.add_argument(
+                INIT_OPTION,
+                help="Start a new run from a trained model's weights: a checkpoint, a released "
+                "model's name or a transformers MarianMT folder (or Hub id). The model brings "
+                "its architecture, vocabulary and search; the data, optimizer, schedule and "
+                "steps are the run's own (docs/fine-tuning.md).",
+            )
         return parser
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
@@ -238,6 +251,8 @@ class Seq2SeqCLI(LightningCLI):
         if not (subcommand := self.config.get("subcommand")):
             return
         settings = self.config[subcommand]
+        if source := settings.get("init_from"):
+            check_contradictions(settings, source)
         self.checkpoint_folders = place_checkpoints(settings)
         if settings.get("ckpt_path") == "last":
             root = settings.get("trainer.default_root_dir")
@@ -255,6 +270,7 @@ class Seq2SeqCLI(LightningCLI):
             return
         settings = self.config["fit"]
         replace = settings.pop("replace_checkpoints")  # a saved config must not carry it
+        settings.pop("init_from")  # expanded into model.* and data.* options before parsing
         ckpt_path, root = settings.get("ckpt_path"), settings.get("trainer.default_root_dir")
         if not settings.get("trainer.fast_dev_run"):  # a smoke run writes no checkpoint
             self.checkpoints_to_replace = check_new_run(
@@ -312,13 +328,23 @@ UPGRADING_YAML = "seq2seq_yaml"  # jsonargparse's YAML with renamed class paths 
 set_loader(UPGRADING_YAML, config_loader(get_loader("yaml")), exceptions=(yaml.YAMLError,))
 
 
+def with_starting_options(args: list[str]) -> list[str]:
+    """``fit --init_from MODEL ...`` with what the model brings (architecture, vocabulary,
+    search) put before the user's options, which may change only what a run may change
+    (``check_contradictions`` says which). Done once: DDP's processes read the result."""
+    source = init_from_value(args)
+    if not args or args[0] != "fit" or source is None or "--model.init_from" in args:
+        return args
+    return [args[0], *starting_options(source), *args[1:]]
+
+
 def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
     """Lightning's CLI on ``args`` (None: the process's own command line), run; options
     renamed since an earlier version are read under their names of now."""
     if args is None:
-        sys.argv[1:] = upgraded_arguments(sys.argv[1:])  # DDP's processes read it too
+        sys.argv[1:] = with_starting_options(upgraded_arguments(sys.argv[1:]))  # DDP reads it
     else:
-        args = upgraded_arguments(args)
+        args = with_starting_options(upgraded_arguments(args))
     command = (sys.argv[1:] if args is None else args)[0]  # one of TRAINING_COMMANDS
     quiet_lightning()
     bound_collective_waits()
@@ -359,19 +385,27 @@ def run_lightning(args: list[str] | None) -> Seq2SeqCLI:
         )
 
 
-def fit(*configs: str | Path, options: Sequence[str] = ()) -> Path:
+def fit(
+    *configs: str | Path, options: Sequence[str] = (), init_from: str | Path | None = None
+) -> Path:
     """Train from Python as ``seq2seq fit --config C ... OPTIONS`` does: the same configs,
     Lightning run, checkpoints, logs and refusals. Returns the checkpoint to translate with:
-    the best by the config's monitored score, else the last.
+    the best by the config's monitored score, else the last. ``init_from``: start from a
+    trained model's weights, as ``--init_from`` does (a checkpoint, a released name, a
+    transformers MarianMT folder).
 
         best = seq2seq.fit("configs/demo.yaml", options=["--trainer.max_epochs", "2"])
         seq2seq.load(best).translate("forty-two")
+        tuned = seq2seq.fit("configs/finetune.yaml", init_from="multi30k-en-de",
+                            options=["--data.source", "my-corpus"])
 
     A mistake in the data, a checkpoint or the run folder raises ``Seq2SeqError`` with the
     command's one-line message; a mistake in the options themselves prints that line and
     raises ``SystemExit(2)``, as the command exits.
     """
     args = ["fit", *(a for config in configs for a in ("--config", str(config))), *options]
+    if init_from is not None:
+        args += [INIT_OPTION, str(init_from)]
     cli = run_lightning(args)
     callback = cli.trainer.checkpoint_callback
     chosen = ""

@@ -100,6 +100,21 @@ def precision_words(trainer: pl.Trainer) -> str:
     return f"{trainer.precision} ({choice.reason})" if choice else str(trainer.precision)
 
 
+def trainable_words(pl_module: Any, count: int) -> str:
+    """``, 1.2 M trainable: encoder frozen`` when parts of the model are kept fixed."""
+    frozen = getattr(pl_module, "frozen", None)
+    if not frozen:
+        return ""
+    trainable = sum(p.numel() for p in pl_module.parameters() if p.requires_grad)
+    return f", {get_human_readable_count(trainable)} trainable: {' and '.join(frozen)} frozen"
+
+
+def start_words(pl_module: Any) -> str:
+    """`` from multi30k-en-de (released, sha256 ...)``: what a run started from."""
+    started_from = getattr(pl_module, "started_from", None)
+    return f", starting from {started_from}" if started_from else ""
+
+
 class FitSummary(pl.Callback):
     """Logs the model's size and precision when ``fit`` starts and ``summary_line`` when it
     ends, on the ``seq2seq`` logger, from process 0 only."""
@@ -113,7 +128,10 @@ class FitSummary(pl.Callback):
             count = sum(p.numel() for p in pl_module.parameters())
             name = type(getattr(pl_module, "model", pl_module)).__name__
             size = get_human_readable_count(count)
-            log.info(f"training {name} ({size} parameters) in {precision_words(trainer)}")
+            log.info(
+                f"training {name} ({size} parameters{trainable_words(pl_module, count)}) "
+                f"in {precision_words(trainer)}{start_words(pl_module)}"
+            )
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if trainer.is_global_zero:

@@ -28,6 +28,9 @@ from seq2seq.speedups.cpu_dropout import cpu_dropouts
 from seq2seq.text.metrics import literature_bleu, score_corpus
 from seq2seq.text.tokenizer import Vocabulary
 from seq2seq.training.epoch_metrics import Perplexity, SplitTranslations
+from seq2seq.training.freezing import Part
+from seq2seq.training.freezing import freeze as freeze_parts
+from seq2seq.training.init_from import load_starting_weights
 from seq2seq.training.loss import label_smoothed_nll, symmetric_kl
 from seq2seq.training.schedule import Schedule, WarmupThenDecay
 
@@ -110,6 +113,11 @@ class TranslationTask(pl.LightningModule):
             so its alpha (5 for IWSLT'14) means the same here (see ``_rdrop_loss``). A
             training step costs about twice as much; validation and test are unchanged.
             Needs dropout: without it the two runs agree and the term is 0.
+        init_from: Start from this trained model's weights (a checkpoint, a released
+            model's name, a transformers MarianMT model); ``fit --init_from`` sets it, with
+            the model's own architecture and vocabulary (docs/fine-tuning.md).
+        freeze: Parts of the model kept fixed while the rest trains: ``embeddings`` (a
+            tied output layer with them), ``encoder``, ``decoder``.
     """
 
     def __init__(
@@ -129,11 +137,18 @@ class TranslationTask(pl.LightningModule):
         max_len_offset: Annotated[int, Range(0)] = 10,
         nonfinite_loss: Literal["stop", "skip"] = "stop",
         rdrop_alpha: Annotated[float, Range(0)] = 0.0,
+        init_from: str | None = None,
+        freeze: list[Part] | None = None,
     ) -> None:
         super().__init__()
         check_arguments(TranslationTask.__init__, locals(), "model.", Seq2SeqError)
         self.vocab = vocab
-        self.model = cpu_dropouts(model(vocab.spec))  # a cheaper dropout mask on a CPU
+        network = model(vocab.spec)
+        # what the run started from (None: random weights), and what it keeps fixed
+        self.started_from = load_starting_weights(network, init_from) if init_from else None
+        self.frozen: list[Part] = list(freeze or [])
+        self.trainable, _ = freeze_parts(network, self.frozen)
+        self.model = cpu_dropouts(network)  # a cheaper dropout mask on a CPU
         self.label_smoothing = label_smoothing
         self.lr, self.betas, self.weight_decay = lr, betas, weight_decay
         self.warmup_steps, self.schedule = warmup_steps, schedule
@@ -322,7 +337,8 @@ class TranslationTask(pl.LightningModule):
         # optimizer's gradients under mixed precision
         clips = self._trainer is not None and bool(self._trainer.gradient_clip_val)
         fused = self.device.type == "cuda" and not clips
-        optimizer = adamw(self.parameters(), self.lr, self.betas, self.weight_decay, fused)
+        trainable = [p for p in self.parameters() if p.requires_grad]  # none frozen
+        optimizer = adamw(trainable, self.lr, self.betas, self.weight_decay, fused)
         self.lr_factor = WarmupThenDecay(self.warmup_steps, self.schedule)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

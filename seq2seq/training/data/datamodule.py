@@ -41,6 +41,7 @@ from seq2seq.inference.batching import (
     collate,
     cut_batches,
 )
+from seq2seq.inference.opening import open_trained
 from seq2seq.text.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
 from seq2seq.training.data.sampled_segmentation import SampledSegmentations
 from seq2seq.training.data.sources import load_split
@@ -116,6 +117,9 @@ class TranslationDataModule(pl.LightningDataModule):
             ``seq2seq.training.data.sampled_segmentation``. Validation and test read the best one.
         subword_alpha: The draw's smoothing: each segmentation's likelihood to this power
             (at least 0; 0 draws uniformly, larger favors the best; 0.1 is usual).
+        vocab_from: Encode the data with this trained model's vocabulary (a checkpoint, a
+            released model's name, a transformers MarianMT model) instead of training a
+            SentencePiece model; ``fit --init_from`` sets it to the model it starts from.
     """
 
     def __init__(
@@ -145,6 +149,7 @@ class TranslationDataModule(pl.LightningDataModule):
         allow_same_language: bool = False,
         subword_nbest: Annotated[int, Range(0)] = 0,
         subword_alpha: Annotated[float, Range(0)] = 0.1,
+        vocab_from: str | None = None,
     ) -> None:
         super().__init__()
         check_arguments(TranslationDataModule.__init__, locals(), "data.", DataError)
@@ -183,6 +188,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.max_len, self.seed, self.num_workers = max_len, seed, num_workers
         self.subword_nbest, self.subword_alpha = subword_nbest, subword_alpha
         self.cache_dir = Path(cache_dir)
+        self.vocab_from = vocab_from
         self._vocab: Vocabulary | None = None
         self._texts: dict[str, SplitText] = {}
         self._tokenized: dict[str, tuple[TokenizedRows, np.ndarray]] = {}
@@ -191,7 +197,10 @@ class TranslationDataModule(pl.LightningDataModule):
     # -- vocabulary ------------------------------------------------------------------
     @property
     def vocab(self) -> Vocabulary:
-        """The vocabulary: loaded from the cache, else trained on the training split."""
+        """The vocabulary: ``vocab_from``'s, else loaded from the cache, else trained on
+        the training split."""
+        if self._vocab is None and self.vocab_from:
+            self._vocab = open_trained(self.vocab_from).trained.vocab
         if self._vocab is None:
             train = self.text(self.train_split)
             self._vocab = load_or_train_vocabulary(
