@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 from cli_errors import cli_error
-from tiny_run import SIZES, cut_into_pieces, tiny_config, write_config
+from tiny_run import SIZES, assert_same_search, cut_into_pieces, tiny_config, write_config
 
 from seq2seq.commands.fit import ConfigIntoCheckpoint, Seq2SeqCLI
 from seq2seq.commands.main import main
@@ -148,11 +148,11 @@ def test_reloaded_checkpoint_translates_like_the_trained_model(trained_run, tmp_
     )
     cli.trainer.fit(cli.model, cli.datamodule)
     sources = trained_run["corpus"].joinpath("val.en").read_text().splitlines()
-    search = SearchSettings(beam=3)
+    search = SearchSettings(beam=3, n_best=3)  # the n-best and their log-probabilities
     in_memory = Trained(cli.model.model.eval(), cli.model.vocab, {})
-    expected = [t.text for t in translate_lines(in_memory, sources, search)]
+    expected = translate_lines(in_memory, sources, search)
     reloaded = load_trained(tmp_path / "run/checkpoints/last.ckpt")
-    assert [t.text for t in translate_lines(reloaded, sources, search)] == expected
+    assert_same_search(translate_lines(reloaded, sources, search), expected)
 
 
 def test_average_is_the_mean_of_the_weights_and_translates(trained_run, tmp_path, capsys):

@@ -74,15 +74,20 @@ def test_attention_of_references(trained_run, test_files, tmp_path, capsys):
     assert "mean_entropy" in printed and str(out / "report.html") in printed
 
 
-def test_attention_of_own_translations_by_threshold(trained_run, test_files, tmp_path):
+def test_attention_of_own_translations_by_threshold(trained_transformer, test_files, tmp_path):
+    """The tiny Transformer writes words ("Ja Ja ..."; the tiny RNN writes ""): its links
+    join the words of its own translations."""
     src, _ = test_files
     out = tmp_path / "own"
-    main(["attention", "--ckpt", str(trained_run["ckpt"]), "--src", str(src), "--out", str(out),
+    main(["attention", "--ckpt", str(trained_transformer), "--src", str(src), "--out", str(out),
           "--beam", "2", "--limit", "1", "--method", "threshold",
           "--threshold", "0.2"])  # fmt: skip
     translations = lines(out / "translations.txt")
     assert len(translations) == 7 and translations[3] == ""
-    assert_links_fit_the_words(read_links(out / "alignments.txt"), lines(src), translations)
+    assert all(len(line.split()) > 1 for i, line in enumerate(translations) if i != 3)
+    alignments = read_links(out / "alignments.txt")
+    assert_links_fit_the_words(alignments, lines(src), translations)
+    assert all(alignments[:3]) and all(alignments[4:])
     assert len(list(out.glob("*.png"))) == 1
 
 

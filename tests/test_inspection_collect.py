@@ -4,6 +4,7 @@ attention's windows, and the heatmaps drawn from it."""
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
@@ -69,11 +70,28 @@ def test_forced_decoding_of_a_different_number_of_lines_is_an_error(trained, tes
         reference_attention(trained, sources, references[:-1])
 
 
-def test_own_translation_attention_is_the_search_attention(trained, test_pairs):
+def writing_until_the_limit(path: Path) -> Trained:
+    """The checkpoint's model with its end-of-sentence logit lowered: it writes pieces up to
+    the length limit (the tiny RNN, trained for seconds, ends every output at once)."""
+    trained = load_trained(path)
+    with torch.no_grad():
+        trained.model.decoder.output.bias[trained.vocab.spec.eos_id] -= 5.0
+    return trained
+
+
+@pytest.mark.parametrize("family", ["rnn", "transformer"])
+def test_own_translation_attention_is_the_search_attention(
+    trained_run, test_pairs, request, family
+):
     """Teacher forcing the search's output reproduces the attention of its steps."""
+    if family == "rnn":
+        trained = writing_until_the_limit(trained_run["ckpt"])
+    else:
+        trained = load_trained(request.getfixturevalue("trained_transformer"))
     sources = test_pairs[0]
     search = SearchSettings(beam=3)
     searched = translate_lines(trained, sources, search, return_attention=True)
+    assert all(len(t.hypotheses[0].tokens) > 2 for t in searched)  # rows worth comparing
     forced = {s.index: s for s in translation_attention(trained, sources, search)}
     for i, translation in enumerate(searched):
         hyp = translation.hypotheses[0]

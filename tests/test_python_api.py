@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_run import cut_into_pieces, tiny_config, write_config
+import torch
+import yaml
+from tiny_run import cut_into_pieces, nbest_rows, tiny_config, write_config
 
 import seq2seq
 from seq2seq.commands.main import main
@@ -125,11 +127,19 @@ def test_fit_trains_from_python_as_the_command_does(
     path = write_config(tmp_path / "tiny.yaml", config)
     best = seq2seq.fit(path, options=["--model.lr", "0.004"])
     assert best.parent == tmp_path / "run" / "checkpoints" and best.is_file()
+    checkpoint = torch.load(best, weights_only=True)  # the option reached the optimizer
+    assert checkpoint["optimizer_states"][0]["param_groups"][0]["initial_lr"] == 0.004
+    assert yaml.safe_load(checkpoint["seq2seq"]["config"])["model"]["lr"] == 0.004
     lines = sources(trained_run, 4)
+    (tmp_path / "src.en").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    search = {"beam": 3, "n_best": 3}  # the n-best's scores: the tiny RNN writes ""
     expected = command_translations(
-        capsys, "--ckpt", str(best), "--input", str(trained_run["corpus"] / "test.en")
-    )[:4]
-    assert seq2seq.load(best).translate(lines) == expected
+        capsys, "--ckpt", str(best), "--input", str(tmp_path / "src.en"), "--beam", "3",
+        "--n-best", "3",
+    )  # fmt: skip
+    model = seq2seq.load(best)
+    translations = model.translate_all(lines, search=model.searching(**search))
+    assert nbest_rows(translations) == expected
     with pytest.raises(seq2seq.Seq2SeqError, match="--replace_checkpoints"):
         seq2seq.fit(path)
 

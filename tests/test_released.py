@@ -13,10 +13,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_run import assert_same_search, nbest_rows
 
 import seq2seq
 from seq2seq.common.errors import CheckpointError, Seq2SeqError
-from seq2seq.inference.checkpoint import CHECKPOINT_KEY, read_checkpoint, save_checkpoint
+from seq2seq.inference.checkpoint import (
+    CHECKPOINT_KEY,
+    load_trained,
+    read_checkpoint,
+    save_checkpoint,
+)
 from seq2seq.inference.released import (
     FIGURES_END,
     FIGURES_START,
@@ -29,6 +35,8 @@ from seq2seq.inference.released import (
     resolve,
     write_manifest,
 )
+from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.translator import translate_lines
 from seq2seq.text.casing import Recaser
 from seq2seq.text.lines import TextLines
 
@@ -84,10 +92,22 @@ def test_the_released_file_holds_half_precision_weights_and_no_paths(models: Pat
     assert payload["search"]["beam"] == 2
 
 
-def test_a_model_loads_by_name_and_translates_as_its_checkpoint_did(named: Path):
+def test_a_model_loads_by_name_and_translates_as_its_checkpoint_did(named: Path, trained_run: dict):
+    """The released weights are the checkpoint's rounded to float16 and computed with in
+    float32: the checkpoint's search, to float16's precision; exactly the search of the
+    checkpoint with its weights rounded so."""
     model = seq2seq.load(NAME)
     manifest = json.loads((named / NAME / "manifest.json").read_text())
     assert model.translate(manifest["checks"]["sources"]) == manifest["checks"]["translations"]
+    search = SearchSettings(beam=3, n_best=3)
+    released = model.translate_all(SOURCES, search=search)
+    checkpoint = load_trained(trained_run["ckpt"])
+    full = translate_lines(checkpoint, SOURCES, search)
+    assert_same_search(released, full, atol=0.01)
+    with torch.no_grad():
+        for weight in checkpoint.model.parameters():
+            weight.copy_(weight.half().float())
+    assert_same_search(released, translate_lines(checkpoint, SOURCES, search))
     assert model.search.beam == 2  # the search it was released with
     assert model.recaser is not None  # its own casing table, by default
     assert seq2seq.load(NAME, recase=False).recaser is None
@@ -138,6 +158,10 @@ def test_the_commands_take_a_model_by_name(named: Path, tmp_path: Path, run_here
     expected = seq2seq.load(NAME).translate(SOURCES)
     done = run_here("translate", "--model", NAME, stdin="".join(s + "\n" for s in SOURCES))
     assert done.returncode == 0 and done.stdout.splitlines() == expected
+    nbest = seq2seq.load(NAME).translate_all(SOURCES, search=SearchSettings(beam=3, n_best=3))
+    done = run_here("translate", "--model", NAME, "--beam", "3", "--n-best", "3",
+                    stdin="".join(s + "\n" for s in SOURCES))  # fmt: skip
+    assert done.returncode == 0 and done.stdout.splitlines() == nbest_rows(nbest)
     lowercase = run_here("translate", "--model", NAME, "--recase", "none", stdin="forty-two\n")
     assert lowercase.stdout.strip() == seq2seq.load(NAME, recase=False).translate("forty-two")
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"

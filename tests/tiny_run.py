@@ -6,9 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import torch
 import yaml
+
+from seq2seq.inference.translator import Translation
 
 SIZES = {"train": 400, "val": 24, "test": 24}
 
@@ -83,3 +87,39 @@ def cut_into_pieces(line: str) -> str:
     """``line`` as subword-nmt might cut it: each word of two letters or more in two pieces,
     its first letter (``@@`` marking that the word goes on) and the rest."""
     return " ".join(f"{w[:1]}@@ {w[1:]}" if len(w) > 1 else w for w in line.split())
+
+
+# The tiny RNN of the `trained_run` fixture, trained for seconds, writes "" for every source:
+# two lists of its translations are equal whatever the code did. What differs between two
+# models, or two searches, that differ is each hypothesis's pieces and log-probability (the
+# hypotheses after the first are not empty): compare those.
+
+
+def hypotheses(translations: Iterable[Translation]) -> list[list[list[int]]]:
+    """The pieces of each translation's n-best hypotheses."""
+    return [[list(h.tokens) for h in t.hypotheses] for t in translations]
+
+
+def logprobs(translations: Iterable[Translation]) -> torch.Tensor:
+    """The log-probability of every hypothesis of ``translations``, in order, as one tensor."""
+    return torch.tensor([h.logprob for t in translations for h in t.hypotheses])
+
+
+def assert_same_search(
+    got: Sequence[Translation], expected: Sequence[Translation], atol: float = 1e-5
+) -> None:
+    """The same n-best pieces, with the same log-probabilities within ``atol``, line by line;
+    at least one hypothesis is not empty (so that the pieces compared say something)."""
+    assert hypotheses(got) == hypotheses(expected)
+    assert any(tokens for line in hypotheses(expected) for tokens in line), "all empty"
+    torch.testing.assert_close(logprobs(got), logprobs(expected), atol=atol, rtol=0)
+
+
+def nbest_rows(translations: Iterable[Translation]) -> list[str]:
+    """What `seq2seq translate --n-best N` prints for ``translations``: each hypothesis's
+    line index, score (4 decimals) and text."""
+    return [
+        f"{i}\t{h.score:.4f}\t{text}"
+        for i, t in enumerate(translations)
+        for text, h in zip(t.texts, t.hypotheses, strict=True)
+    ]
