@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from test_bench_scripts import load_script
+from test_bench_scripts import load_script, usage_error
 
 REFERENCES = ["ein hund läuft schnell", "zwei kinder spielen fußball", "eine frau liest gern"]
 
@@ -78,11 +78,13 @@ def test_searches_alternate_between_the_toolkits(
     assert record["beam5-bf16"]["ratio_per_round"] == [10.0, 10.0]
 
 
-def test_missing_checkpoints_are_refused(decoding: ModuleType, tmp_path: Path):
-    with pytest.raises(SystemExit):
-        decoding.parse_args(["--ours", str(tmp_path / "no.ckpt"), "--joey", str(tmp_path)])
-    with pytest.raises(SystemExit):  # no bench_quality result to take the checkpoint from
-        decoding.parse_args(["--ours-result", str(tmp_path / "result.json")])
+def test_missing_checkpoints_are_refused(decoding: ModuleType, tmp_path: Path, capsys):
+    args = ["--ours", str(tmp_path / "no.ckpt"), "--joey", str(tmp_path)]
+    message = usage_error(capsys, decoding.parse_args, args)
+    assert message.endswith(f"error: no checkpoint {tmp_path / 'no.ckpt'}")
+    # no bench_quality result to take the checkpoint from
+    message = usage_error(capsys, decoding.parse_args, ["--ours-result", str(tmp_path / "r.json")])
+    assert message.endswith(f"error: no result {tmp_path / 'r.json'}: run bench_quality.py first")
 
 
 def test_the_checkpoints_default_to_what_the_other_benchmarks_left(

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from test_bench_scripts import load_script
+from test_bench_scripts import load_script, usage_error
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +77,8 @@ def test_runs_alternate_and_a_finished_run_is_not_redone(
     assert record["transformer"]["ratio"] == 4.0 and record["rnn"]["ratio_per_round"] == [4.0] * 2
 
 
-def test_bad_arguments_are_refused(speed: ModuleType, tmp_path: Path):
-    with pytest.raises(SystemExit):
-        speed.parse_args(["--minutes", "0", "--corpus", str(tmp_path)])
-    with pytest.raises(SystemExit):  # no corpus there
-        speed.parse_args(["--corpus", str(tmp_path)])
+def test_bad_arguments_are_refused(speed: ModuleType, tmp_path: Path, capsys):
+    message = usage_error(capsys, speed.parse_args, ["--minutes", "0", "--corpus", str(tmp_path)])
+    assert message.endswith("error: --minutes must be positive")
+    message = usage_error(capsys, speed.parse_args, ["--corpus", str(tmp_path)])  # no corpus
+    assert message.endswith(f"error: no Multi30k corpus in {tmp_path} (run `make multi30k`)")

@@ -8,6 +8,7 @@ import ast
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -32,6 +33,16 @@ def load_script(name: str) -> ModuleType:
         patch.setitem(sys.modules, dotted, module)  # dataclasses look their module up there
         spec.loader.exec_module(module)
     return module
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], call: Callable[..., object], *args) -> str:
+    """``call(*args)`` ends as argparse ends on a usage error (exit status 2); its message,
+    the last line of stderr."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        call(*args)
+    assert stop.value.code == 2
+    return capsys.readouterr().err.splitlines()[-1]
 
 
 @pytest.fixture(scope="module")
@@ -353,7 +364,7 @@ def train_arguments(
 
 
 def test_a_recipe_of_recipes_yaml_trains_with_its_config_files(
-    selection: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    selection: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
 ):
     recipe = ["--recipe", "transformer-student-6-2-short"]
     args = train_arguments(selection, monkeypatch, tmp_path, "--name", "fast", *recipe)
@@ -364,13 +375,13 @@ def test_a_recipe_of_recipes_yaml_trains_with_its_config_files(
         folder / "en-de/transformer-anchor.yaml",
         folder / "en-de/transformer-student-6-2-short.yaml",
     ]
-    with pytest.raises(SystemExit):
-        train_arguments(selection, monkeypatch, tmp_path, "--name", "x", "--recipe", "no-such")
-    with pytest.raises(SystemExit):  # a recipe or config files, not both
-        train_arguments(
-            selection, monkeypatch, tmp_path, "--name", "x", "--recipe", "transformer-anchor",
-            "--config", "configs/multi30k/base/transformer.yaml",
-        )  # fmt: skip
+    unknown = ["--name", "x", "--recipe", "no-such"]
+    message = usage_error(capsys, train_arguments, selection, monkeypatch, tmp_path, *unknown)
+    assert "error: no en-de recipe 'no-such' in configs/multi30k/recipes.yaml" in message
+    both = ["--name", "x", "--recipe", "transformer-anchor", "--config",
+            "configs/multi30k/base/transformer.yaml"]  # fmt: skip
+    message = usage_error(capsys, train_arguments, selection, monkeypatch, tmp_path, *both)
+    assert message.endswith("error: argument --config: not allowed with argument --recipe")
 
 
 @pytest.mark.parametrize("pieces", [True, False])

@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 import pytest
+import sacrebleu
 import torch
 
 from seq2seq.commands.main import main
@@ -240,11 +241,19 @@ def test_an_rnn_and_a_transformer_evaluate_and_draw_attention_together(
     rnn_ckpt, source = str(trained_run["ckpt"]), str(trained_run["corpus"] / "test.en")
     reference = str(trained_run["corpus"] / "test.de")
     both = ["--ckpt", rnn_ckpt, "--ckpt", str(trained_transformer)]
-    main(["evaluate", *both, "--src", source, "--ref", reference, "--beam", "2", "--json"])
-    assert json.loads(capsys.readouterr().out)["bleu"]["score"] >= 0
+    hyp = tmp_path / "hyp.de"
+    main(["evaluate", *both, "--src", source, "--ref", reference, "--beam", "2", "--json",
+          "--output", str(hyp)])  # fmt: skip
+    scores = json.loads(capsys.readouterr().out)
+    translations = hyp.read_text(encoding="utf-8").splitlines()
+    references = (trained_run["corpus"] / "test.de").read_text(encoding="utf-8").splitlines()
+    assert scores["decoding"]["sentences"] == len(translations) == len(references)
+    bleu = sacrebleu.corpus_bleu(translations, [references])  # the score of what it wrote
+    assert scores["bleu"]["score"] == pytest.approx(bleu.score)
     out = tmp_path / "attention"
     main(["attention", *both, "--src", source, "--limit", "2", "--out", str(out)])
     assert (out / "attention_0001.png").is_file() and (out / "report.html").is_file()
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as stop:
         main(["attention", *both, "--ensemble-attention", "2", "--src", source, "--out", str(out)])
+    assert stop.value.code == 1  # a one-line error, not a usage error
     assert "--ensemble-attention 2 names no member" in capsys.readouterr().err

@@ -165,9 +165,10 @@ def test_transformer_layers_and_heads(trained_transformer, test_files, tmp_path,
     assert data["views"][data["defaultView"]]["label"] == "layer 2: mean over heads"
     assert len(data["sentences"][0]["w"][0]) == 4  # [T][layers x heads][S]
     capsys.readouterr()
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as stop:
         main(["attention", "--ckpt", str(trained_transformer), "--src", str(src), "--out",
               str(tmp_path / "x"), "--layer", "2"])  # fmt: skip
+    assert stop.value.code == 1  # a one-line error, not a usage error
     assert "--layer 2 does not exist" in capsys.readouterr().err
 
 

@@ -75,8 +75,9 @@ def test_the_data_module_and_the_task_check_their_ranges_when_built():
 def test_fit_help_says_each_declared_range(capsys: pytest.CaptureFixture[str]):
     from seq2seq.commands.main import main
 
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as stop:
         main(["fit", "--help"])
+    assert stop.value.code == 0
     help_text = " ".join(capsys.readouterr().out.split())
     for option, words in [
         ("data.max_tokens", "an integer >= 1"),

@@ -89,7 +89,8 @@ def test_the_readmes_lines_with_a_released_model_run_as_written(tmp_path: Path):
     done = subprocess.run(as_typed[attention], shell=True, cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert sorted((tmp_path / "attention").glob("*.png")) and (tmp_path / "attention/report.html")
+    assert sorted((tmp_path / "attention").glob("*.png"))
+    assert (tmp_path / "attention/report.html").is_file()
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
     port = free_port()
     server = subprocess.Popen(f"exec {as_typed[serve]} --port {port}", shell=True, cwd=tmp_path,
