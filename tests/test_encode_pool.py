@@ -39,6 +39,7 @@ def test_a_ctrl_c_while_the_workers_start_ends_none_of_them():
     for _ in range(10):
         with EncodePool(model, model, processes=2) as pool:
             workers = multiprocessing.active_children()
+            assert len(workers) == 2  # the Ctrl-C reaches both
             for worker in workers:
                 os.kill(worker.pid, signal.SIGINT)
             time.sleep(0.1)

@@ -210,7 +210,7 @@ def test_an_export_keeps_the_checkpoints_search_and_an_older_one_its_length_pena
     assert load_export(older).search == SearchSettings(length_penalty=0.7)
 
 
-def test_int8_export_is_smaller_and_translates(transformer_ckpt, exported, tmp_path):
+def test_int8_export_is_smaller_and_writes_text(transformer_ckpt, exported, tmp_path):
     out = export_ctranslate2(load_trained(transformer_ckpt), tmp_path / "int8", "int8")
     assert (out / "model.bin").stat().st_size < (exported / "model.bin").stat().st_size
     [translation] = translate_stream_ct2(load_export(out), ["three"], SearchSettings())

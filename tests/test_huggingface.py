@@ -132,7 +132,7 @@ def test_greedy_and_beam_search_equal_generate(marian):
         assert nbest == theirs[i * k : (i + 1) * k]  # the same k hypotheses, in order
 
 
-def test_every_command_takes_a_transformers_model(marian, tmp_path, run_here):
+def test_translate_and_attention_take_a_transformers_model(marian, tmp_path, run_here):
     done = run_here("translate", "--hf", str(marian), "--beam", "1", stdin="forty-two\n")
     assert done.returncode == 0 and done.stdout.strip() == seq2seq.load(marian).translate(
         "forty-two", beam=1

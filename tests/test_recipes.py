@@ -412,7 +412,7 @@ def test_the_selection_overlay_keeps_ten_epochs_and_lifts_max_time_only(
 
 
 @pytest.mark.parametrize(("pair", "name"), COMPOSITIONS)
-def test_recipe_trains_the_same_vocabulary_on_any_number_of_cores(
+def test_recipe_pins_the_vocabulary_settings_on_any_number_of_cores(
     pair: str, name: str, effective: dict[tuple[str, str], dict[str, Any]]
 ) -> None:
     """SentencePiece's pieces depend on its thread count, whose default is every core: a

@@ -207,7 +207,7 @@ def test_seq2seq_models_lists_each_name_with_its_cards_figures(named: Path, run_
     assert resolve(NAME).results == {}
 
 
-def test_export_takes_a_released_transformer_by_name(
+def test_export_writes_a_ctranslate2_model_of_a_released_transformer_by_name(
     trained_transformer: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_here
 ):
     pytest.importorskip("ctranslate2", reason="the export extra is not installed")

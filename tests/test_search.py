@@ -47,6 +47,7 @@ def test_beam_of_one_equals_greedy():
 def test_greedy_picks_the_argmax_at_every_step():
     model, src, src_lens = setup_model()
     (hyp,) = translate_batch(model, src[:1], src_lens[:1], SearchSettings(beam=1))[0]
+    assert hyp.tokens  # steps to check
     state = model.start(model.encode(src[:1], src_lens[:1]))
     prev = torch.tensor([VOCAB.bos_id])
     for token in hyp.tokens:
