@@ -110,6 +110,65 @@ def checkout_unchanged() -> Iterator[None]:
     assert not changed, f"the tests wrote into the checkout ({len(changed)} files): {changed[:20]}"
 
 
+def child_processes() -> set[int]:
+    """The ids of this process's living children (zombies, already ended, left out), read
+    from /proc: psutil is not a dependency. Empty where there is no /proc."""
+    children = set()
+    for task in Path(f"/proc/{os.getpid()}/task").glob("*"):
+        try:
+            pids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in ("Z", "X"):
+                children.add(int(pid))
+    return children
+
+
+def left_running(threads_before: set[int], children_before: set[int]) -> list[str]:
+    """Threads that are not daemons, calls of seq2seq.common.interruptible that have not
+    returned, and child processes, started since the session began and still running."""
+    import threading
+
+    from seq2seq.common.interruptible import unfinished_calls
+
+    threads = [
+        f"thread {t.name}"
+        for t in threading.enumerate()
+        if t.ident not in threads_before and not t.daemon and t is not threading.main_thread()
+    ]
+    calls = [f"unfinished call on thread {name}" for name in unfinished_calls()]
+    children = [
+        f"child process {pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()[:120]!r}"
+        for pid in sorted(child_processes() - children_before)
+        if Path(f"/proc/{pid}").exists()
+    ]
+    return [*threads, *calls, *children]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_running() -> Iterator[None]:
+    """No test leaves a thread or a process running: at the teardown of the session's last
+    test (after the other session fixtures', such as the browser's), every thread that is not
+    a daemon, call_interruptibly's calls and child processes started during the session have
+    ended, within a few seconds' grace. Each xdist worker checks its own; the controller,
+    whose children are the workers, checks nothing of them (they are there before)."""
+    import threading
+    import time
+
+    threads_before = {t.ident for t in threading.enumerate()}
+    children_before = child_processes()
+    yield
+    deadline = time.monotonic() + 10.0
+    while (left := left_running(threads_before, children_before)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"still running after the tests: {left}"
+
+
 @pytest.fixture(scope="session")
 def multi30k_dir() -> Path:
     """The Multi30k corpus: $MULTI30K_DIR, else ../shared/data/multi30k beside the repo."""
