@@ -28,32 +28,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: 
 import torch
 import yaml
 
-from scripts.bench.benchkit import SEQ2SEQ, cpu_model, evaluate_json, run, save_json
+from scripts.bench.benchkit import (
+    SEQ2SEQ,
+    TEST_SPLIT,
+    cpu_model,
+    evaluate_json,
+    run,
+    save_json,
+    test_files,
+    write_card,
+)
 from seq2seq.common.precision import Machine
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY
 from seq2seq.inference.released import (
-    CARD,
-    FIGURES_END,
-    FIGURES_START,
     MODELS_ENV,
     RESULTS,
-    card_figures,
     models_folder,
     released_names,
     resolve,
 )
 
-TEST_SPLIT = "test_2016_flickr"
 ONE_LINE = "A man is riding a bicycle down the street.\n"
-
-
-def test_files(data: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
-    """test_2016's source and reference files for a language pair."""
-    files = data / f"{TEST_SPLIT}.{src_lang}.gz", data / f"{TEST_SPLIT}.{tgt_lang}.gz"
-    missing = [str(path) for path in files if not path.is_file()]
-    if missing:
-        sys.exit(f"no {', '.join(missing)} (make multi30k, or --data)")
-    return files
 
 
 def evaluate(model: list[str], src: Path, ref: Path, folder: Path, env: dict) -> dict[str, Any]:
@@ -98,17 +93,6 @@ def parameters_and_case(checkpoint: Path) -> tuple[str, bool]:
     config = yaml.safe_load(stored[CHECKPOINT_KEY]["config"])
     lowercase = bool((config.get("data") or {}).get("lowercase"))
     return f"{sum(unique.values()) / 1e6:.2f} M", lowercase
-
-
-def write_card(folder: Path, results: dict[str, Any]) -> None:
-    """The card's figures block replaced by the one ``results`` gives."""
-    card = folder / CARD
-    text = card.read_text(encoding="utf-8")
-    if FIGURES_START not in text or FIGURES_END not in text:
-        sys.exit(f"{card} has no figures block ({FIGURES_START} ... {FIGURES_END})")
-    before, _, rest = text.partition(FIGURES_START)
-    after = rest.partition(FIGURES_END)[2]
-    card.write_text(before + card_figures(results) + after, encoding="utf-8")
 
 
 def bench(args: argparse.Namespace, name: str, env: dict) -> dict[str, Any]:

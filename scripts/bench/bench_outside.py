@@ -39,7 +39,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import seq2seq
-from scripts.bench.bench_models import test_files, write_card
 from scripts.bench.benchkit import (
     REPO,
     SEQ2SEQ,
@@ -49,6 +48,8 @@ from scripts.bench.benchkit import (
     medians,
     run_engine,
     save_json,
+    test_files,
+    write_card,
 )
 from seq2seq.common.precision import Machine
 from seq2seq.inference.released import RESULTS, Released, resolve

@@ -31,6 +31,7 @@ from sacrebleu.significance import PairedTest
 
 from scripts.bench.benchkit import (
     RECIPES,
+    TEST_SPLIT,
     averaged,
     best_by_literature_bleu,
     best_checkpoint,
@@ -51,7 +52,6 @@ from scripts.bench.benchkit import (
 from seq2seq.text.lines import read_lines
 
 BASELINE = "bahdanau"  # every variant is tested against it
-TEST_SPLIT = "test_2016_flickr"
 VAL_SPLIT = "val"
 COLUMNS = [
     ("config", "name", "{}"),

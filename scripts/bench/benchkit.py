@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from seq2seq.batch import Batch
 from seq2seq.common.atomic import write_atomically
 from seq2seq.inference.checkpoint import average_checkpoints, save_checkpoint
+from seq2seq.inference.released import CARD, FIGURES_END, FIGURES_START, card_figures
 from seq2seq.model import VocabSpec
 from seq2seq.text.lines import read_lines
 from seq2seq.training.loss import label_smoothed_nll
@@ -488,3 +489,26 @@ def train_step(
     optimizer.zero_grad(set_to_none=True)
     seconds = time.perf_counter() - start
     return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+
+
+TEST_SPLIT = "test_2016_flickr"
+
+
+def test_files(data: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+    """test_2016's source and reference files for a language pair."""
+    files = data / f"{TEST_SPLIT}.{src_lang}.gz", data / f"{TEST_SPLIT}.{tgt_lang}.gz"
+    missing = [str(path) for path in files if not path.is_file()]
+    if missing:
+        sys.exit(f"no {', '.join(missing)} (make multi30k, or --data)")
+    return files
+
+
+def write_card(folder: Path, results: dict[str, Any]) -> None:
+    """The card's figures block replaced by the one ``results`` gives."""
+    card = folder / CARD
+    text = card.read_text(encoding="utf-8")
+    if FIGURES_START not in text or FIGURES_END not in text:
+        sys.exit(f"{card} has no figures block ({FIGURES_START} ... {FIGURES_END})")
+    before, _, rest = text.partition(FIGURES_START)
+    after = rest.partition(FIGURES_END)[2]
+    card.write_text(before + card_figures(results) + after, encoding="utf-8")
