@@ -178,6 +178,17 @@ def multi30k_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def alignment_gold_dir() -> Path:
+    """Human word-alignment gold and published aligner outputs: $ALIGNMENT_GOLD_DIR, else
+    ../shared/data/alignment beside the repo (never committed: their terms forbid it)."""
+    default = REPO_ROOT.parent / "shared" / "data" / "alignment"
+    path = Path(os.environ.get("ALIGNMENT_GOLD_DIR", default))
+    if not (path / "en-fr.hansards-wpt03" / "enfr.gold").exists():
+        pytest.skip(f"no alignment gold at {path} (set ALIGNMENT_GOLD_DIR to run this test)")
+    return path
+
+
 @pytest.fixture
 def run_here(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

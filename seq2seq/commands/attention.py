@@ -4,10 +4,11 @@ plots). Each imports the inspection code (matplotlib) only when it runs."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Literal
 
 from seq2seq.commands.options import check_output_folder, check_parallel, command
-from seq2seq.common.errors import Seq2SeqError, UsageError
+from seq2seq.common.errors import DataError, Seq2SeqError, UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
 from seq2seq.inference.decoding import (
@@ -153,29 +154,77 @@ def _check_reverse(trained: Trained, reverse: Trained) -> None:
 
 
 @command
-def align_score(gold: str, hyp: str, one_indexed: bool = False) -> None:
+def align_score(
+    gold: str,
+    hyp: str,
+    one_indexed: bool = False,
+    text: str | None = None,
+    baseline: str | None = None,
+) -> None:
     """Score word alignments against gold ones (AER).
 
     AER, precision and recall (Och & Ney 2003; gold links written 3p4 or 3-4-P are
-    possible, the others sure).
+    possible, the others sure), with a 95% bootstrap interval of the AER over sentences.
 
     Args:
         gold: gold alignments, one line per sentence
         hyp: alignments to score, Pharaoh i-j, 0-indexed
         one_indexed: the gold file counts from 1
+        text: the aligned sentences, "source ||| target" per line: gold links outside
+            their sentence are dropped, each said on stderr
+        baseline: alignments of the same sentences by another system: the interval of
+            the AER difference (hyp - baseline), from the same resampled sentences
     """
-    from seq2seq.inspection.word_alignments import read_gold, read_links, score_alignments
+    from seq2seq.inspection.word_alignments import (
+        aer_interval,
+        corpus_score,
+        drop_outside,
+        read_gold,
+        read_links,
+        sentence_scores,
+    )
 
     gold_links, hyp_links = read_gold(gold, one_indexed), read_links(hyp)
     check_parallel(gold, gold_links, hyp, hyp_links)
-    score = score_alignments(gold_links, hyp_links)
-    for name, value in [
-        ("AER", score.aer),
-        ("precision", score.precision),
-        ("recall", score.recall),
-    ]:
-        print(f"{name:10s} {'n/a' if value is None else f'{value:.4f}'}")
+    if text is not None:
+        lengths = sentence_lengths(text)
+        check_parallel(gold, gold_links, text, lengths)
+        gold_links, dropped = drop_outside(gold_links, lengths)
+        for message in dropped:
+            print(f"seq2seq: {gold} {message}: dropped", file=sys.stderr)
+    sentences = sentence_scores(gold_links, hyp_links)
+    score = corpus_score(sentences)
+    low, high = aer_interval(sentences)
+    print(f"{'AER':10s} {_value(score.aer)}  (95% interval {low:.4f}-{high:.4f}, "
+          f"{len(sentences)} sentences resampled)")  # fmt: skip
+    print(f"{'precision':10s} {_value(score.precision)}")
+    print(f"{'recall':10s} {_value(score.recall)}")
     print(f"{'links':10s} {score.hyp} hypothesis, {score.sure} sure")
+    if baseline is not None:
+        base_links = read_links(baseline)
+        check_parallel(gold, gold_links, baseline, base_links)
+        base = sentence_scores(gold_links, base_links)
+        low, high = aer_interval(sentences, baseline=base)
+        base_aer = corpus_score(base).aer
+        difference = None if score.aer is None or base_aer is None else score.aer - base_aer
+        print(
+            f"{'vs baseline':10s} AER {_value(difference)} (95% interval {low:+.4f} to {high:+.4f})"
+        )
+
+
+def _value(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def sentence_lengths(path: str) -> list[tuple[int, int]]:
+    """Source and target word counts of each ``source ||| target`` line of ``path``."""
+    lengths = []
+    for n, line in enumerate(read_lines(path), start=1):
+        source, separator, target = line.partition(" ||| ")
+        if not separator:
+            raise DataError(f"{path}:{n}: no ' ||| ' between source and target")
+        lengths.append((len(source.split()), len(target.split())))
+    return lengths
 
 
 @command

@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from torch import Tensor
 
 from seq2seq.common.errors import DataError
@@ -226,13 +227,78 @@ class AlignmentScore:
         return 1.0 - (self.hyp_sure + self.hyp_possible) / total if total else None
 
 
-def score_alignments(gold: Sequence[GoldAlignment], hyp: Sequence[set[Link]]) -> AlignmentScore:
-    """AER, precision and recall of ``hyp`` against ``gold`` (one entry per sentence)."""
+def sentence_scores(
+    gold: Sequence[GoldAlignment], hyp: Sequence[set[Link]]
+) -> list[AlignmentScore]:
+    """Each sentence's counts |A|, |S|, |A & S|, |A & P| (one entry per gold line)."""
     if len(gold) != len(hyp):
         raise DataError(f"{len(gold)} gold alignment lines but {len(hyp)} hypothesis lines")
-    counts = [0, 0, 0, 0]
-    for g, h in zip(gold, hyp, strict=True):
-        possible = g.possible | g.sure
-        for k, n in enumerate((len(h), len(g.sure), len(h & g.sure), len(h & possible))):
-            counts[k] += n
-    return AlignmentScore(*counts)
+    return [
+        AlignmentScore(len(h), len(g.sure), len(h & g.sure), len(h & (g.possible | g.sure)))
+        for g, h in zip(gold, hyp, strict=True)
+    ]
+
+
+def corpus_score(sentences: Sequence[AlignmentScore]) -> AlignmentScore:
+    """The corpus counts: each sentence's summed (the scores divide the sums)."""
+    sums = np.array([astuple(s) for s in sentences], dtype=np.int64).reshape(-1, 4).sum(axis=0)
+    return AlignmentScore(*(int(n) for n in sums))
+
+
+def score_alignments(gold: Sequence[GoldAlignment], hyp: Sequence[set[Link]]) -> AlignmentScore:
+    """AER, precision and recall of ``hyp`` against ``gold`` (one entry per sentence)."""
+    return corpus_score(sentence_scores(gold, hyp))
+
+
+def _aer_of_sums(counts: np.ndarray) -> np.ndarray:
+    """AER of count rows ``[..., 4]`` (|A|, |S|, |A & S|, |A & P|); nan where undefined."""
+    total = counts[..., 0] + counts[..., 1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 1.0 - (counts[..., 2] + counts[..., 3]) / total
+
+
+def aer_interval(
+    sentences: Sequence[AlignmentScore],
+    baseline: Sequence[AlignmentScore] | None = None,
+    samples: int = 1000,
+    level: float = 0.95,
+    seed: int = 1,
+) -> tuple[float, float]:
+    """A bootstrap interval over sentences (Koehn 2004's resampling, percentile interval):
+    of the corpus AER, or with ``baseline`` (the same sentences aligned by another system)
+    of the difference AER - baseline AER, each resample drawing the same sentences for both.
+    An interval of a difference that holds 0 says the two cannot be told apart."""
+    counts = np.array([astuple(s) for s in sentences], dtype=np.int64)  # [N, 4]
+    if baseline is not None and len(baseline) != len(sentences):
+        raise DataError(f"{len(sentences)} sentences but {len(baseline)} in the baseline")
+    if not len(counts):
+        raise DataError("no sentences to resample")
+    draws = np.random.default_rng(seed).integers(0, len(counts), (samples, len(counts)))
+    values = _aer_of_sums(counts[draws].sum(axis=1))  # [samples]
+    if baseline is not None:
+        base = np.array([astuple(s) for s in baseline], dtype=np.int64)
+        values = values - _aer_of_sums(base[draws].sum(axis=1))
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.nanpercentile(values, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _inside(links: frozenset[Link], source: int, target: int) -> frozenset[Link]:
+    return frozenset((i, j) for i, j in links if i < source and j < target)
+
+
+def drop_outside(
+    gold: Sequence[GoldAlignment], lengths: Sequence[tuple[int, int]]
+) -> tuple[list[GoldAlignment], list[str]]:
+    """``gold`` without the links that point past their sentence (``lengths``: source and
+    target words per line), and one message per line that lost any."""
+    kept, dropped = [], []
+    for n, (g, (source, target)) in enumerate(zip(gold, lengths, strict=True), start=1):
+        clean = GoldAlignment(_inside(g.sure, source, target), _inside(g.possible, source, target))
+        if clean != g:
+            outside = sorted((g.possible | g.sure) - (clean.possible | clean.sure))
+            dropped.append(
+                f"line {n}: {format_pharaoh(outside)} outside its {source} x {target} words"
+            )
+        kept.append(clean)
+    return kept, dropped
