@@ -24,6 +24,8 @@ from seq2seq.inference.search import SearchSettings, translate_batch
 from seq2seq.masking import sequence_mask
 
 transformers = pytest.importorskip("transformers", reason="the hf extra is not installed")
+
+REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # trains a MarianMT model, and fits one of ours
 SOURCES = ["forty-two", "three hundred and one", "on Monday, May 4, 1998", "seven"]
 
@@ -166,6 +168,19 @@ def test_what_is_not_a_marian_model_is_refused_in_one_line(marian, tmp_path, run
         assert message in done.stderr
     with pytest.raises(UsageError, match="bart"):
         seq2seq.load(bart)
+
+
+def test_fit_refuses_to_train_a_marian_model_further_in_one_line(
+    marian, trained_run, tmp_path, run_here
+):
+    """Until a checkpoint can hold transformers' tokenizer: refused before any work."""
+    root = tmp_path / "run"
+    done = run_here("fit", "--config", str(REPO / "configs" / "finetune.yaml"),
+                    "--init_from", str(marian), "--data.source", str(trained_run["corpus"]),
+                    "--trainer.default_root_dir", str(root))  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "a transformers model cannot be trained further by fit yet" in done.stderr
+    assert not root.exists()
 
 
 @pytest.fixture(scope="module")

@@ -60,6 +60,12 @@ def starting_options(source: str) -> list[str]:
     architecture, languages, vocabulary and search, and where the task and the data find
     its weights and vocabulary."""
     opened = open_trained(source)
+    if opened.kind == "huggingface":  # its vocabulary is transformers' tokenizer, not ours
+        raise UsageError(
+            f"{INIT_OPTION} {source}: a transformers model cannot be trained further by fit "
+            "yet (a checkpoint cannot store its tokenizer); translate, evaluate, attention and "
+            "serve open it with --hf"
+        )
     data = opened.trained.config.get("data") or {}
     search = opened.trained.search
     vocabulary = vocabulary_settings(opened)
