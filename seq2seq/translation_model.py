@@ -6,6 +6,7 @@
     model.translate(["one", "two"], beam=5, n_best=2)
     model.score(sources, references)     # sacreBLEU, chrF, the literature's BLEU
     model.attention("forty-two").plot()  # a matplotlib Figure
+    model.translate("forty-two", alignment=True)  # Aligned(text, links)
 
 ``TranslationModel`` is the one name for a model opened to translate: checkpoints searched by
 seq2seq (``CheckpointModel``: one, or several as an ensemble) or a CTranslate2 export
@@ -23,7 +24,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from seq2seq.common.errors import DataError, Seq2SeqError
 from seq2seq.common.precision import warn_once_if_bf16_emulated
@@ -33,10 +34,16 @@ from seq2seq.inference.huggingface import is_huggingface_model, looks_like_hub_i
 from seq2seq.inference.released import looks_like_a_name, resolve
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import Translation, translate_lines, translate_stream
-from seq2seq.inspection.collect import head_axes, reference_attention, translation_attention
+from seq2seq.inspection.collect import (
+    head_axes,
+    hypotheses_attention,
+    reference_attention,
+    translation_attention,
+    word_links,
+)
 from seq2seq.inspection.maps import check_layer_choice
 from seq2seq.inspection.sentence import AttentionMaps, attention_of
-from seq2seq.inspection.word_alignments import Method
+from seq2seq.inspection.word_alignments import Method, format_pharaoh
 from seq2seq.text.casing import Recaser
 
 if TYPE_CHECKING:
@@ -51,6 +58,20 @@ SEARCH_OPTIONS = {  # the keyword of translate/score -> the SearchSettings field
     "max_len_offset": "max_len_offset",
     "bf16": "bf16",
 }
+
+NO_ATTENTION = "a CTranslate2 export keeps no attention: load the checkpoint it came from"
+
+
+class Aligned(NamedTuple):
+    """A translation with its word alignment: ``links`` (source word, target word), 0-indexed
+    over the whitespace-separated words of the source and of ``text``, sorted."""
+
+    text: str
+    links: list[tuple[int, int]]
+
+    def pharaoh(self) -> str:
+        """The links as Pharaoh writes them: ``0-0 1-2 2-1``."""
+        return format_pharaoh(self.links)
 
 
 @dataclass(frozen=True)
@@ -107,17 +128,32 @@ class TranslationModel:
         lines: Iterable[str | None],
         progress: bool = False,
         search: SearchSettings | None = None,
+        alignment: bool = False,
     ) -> Iterator[Translation]:
         """The translations of ``lines`` as they come, in input order, translated in chunks
-        (a ``None`` in ``lines``: the input paused, so the chunk ends early)."""
-        return map(self._recased, self._stream(lines, progress, search or self.search))
+        (a ``None`` in ``lines``: the input paused, so the chunk ends early); with
+        ``alignment``, each hypothesis's word links (``Translation.alignments``)."""
+        self._check_alignment(alignment)
+        translations = self._stream(lines, progress, search or self.search, alignment)
+        return map(self._recased, translations)
 
     def translate_all(
-        self, lines: Sequence[str], progress: bool = False, search: SearchSettings | None = None
+        self,
+        lines: Sequence[str],
+        progress: bool = False,
+        search: SearchSettings | None = None,
+        alignment: bool = False,
     ) -> list[Translation]:
-        """Every line's ``Translation`` (its n-best hypotheses and scores), in order."""
-        translations = self._translate_all(lines, progress, search or self.search)
+        """Every line's ``Translation`` (its n-best hypotheses and scores, and with
+        ``alignment`` their word links), in order."""
+        self._check_alignment(alignment)
+        translations = self._translate_all(lines, progress, search or self.search, alignment)
         return [self._recased(translation) for translation in translations]
+
+    def _check_alignment(self, alignment: bool) -> None:
+        """Word links come from attention, which an export does not keep."""
+        if alignment and self.heads is None:
+            raise Seq2SeqError(NO_ATTENTION)
 
     def _batching(self, progress: bool) -> dict[str, Any]:
         """How the translators batch and cut sources, as their keywords."""
@@ -125,16 +161,16 @@ class TranslationModel:
                 "progress": progress}  # fmt: skip
 
     def _stream(
-        self, lines: Iterable[str | None], progress: bool, search: SearchSettings
+        self, lines: Iterable[str | None], progress: bool, search: SearchSettings, alignment: bool
     ) -> Iterator[Translation]:
         """``stream`` before recasing: the model's own output."""
         raise NotImplementedError
 
     def _translate_all(
-        self, lines: Sequence[str], progress: bool, search: SearchSettings
+        self, lines: Sequence[str], progress: bool, search: SearchSettings, alignment: bool
     ) -> list[Translation]:
         """``translate_all`` before recasing."""
-        return list(self._stream(lines, progress, search))
+        return list(self._stream(lines, progress, search, alignment))
 
     def _recased(self, translation: Translation) -> Translation:
         """``translation`` with every hypothesis's text recased (unchanged without a
@@ -156,22 +192,44 @@ class TranslationModel:
         return search
 
     def translate(
-        self, lines: str | Sequence[str], progress: bool = False, **search: Any
-    ) -> str | list[str] | list[list[str]]:
+        self,
+        lines: str | Sequence[str],
+        progress: bool = False,
+        alignment: bool = False,
+        **search: Any,
+    ) -> Any:
         """Translate a sentence (a string back) or a list of them (a list back, in order;
-        with ``n_best`` > 1, a list of each line's n best). Keywords change the search for
-        this call: ``beam``, ``n_best``, ``length_penalty``, ``max_len_ratio``,
+        with ``n_best`` > 1, a list of each line's n best). With ``alignment``, each
+        translation comes as an ``Aligned`` (its text and word links). Keywords change the
+        search for this call: ``beam``, ``n_best``, ``length_penalty``, ``max_len_ratio``,
         ``max_len_offset``, ``bf16``."""
         settings = self.searching(**search)
         single = isinstance(lines, str)
         batch = [lines] if isinstance(lines, str) else list(lines)
-        translations = self.translate_all(batch, progress, settings)
-        texts: list[str] | list[list[str]] = (
-            [t.texts for t in translations]
-            if settings.n_best > 1
-            else [t.text for t in translations]
-        )
-        return texts[0] if single else texts
+        translations = self.translate_all(batch, progress, settings, alignment)
+
+        def each(translation: Translation, k: int) -> str | Aligned:
+            text = translation.texts[k]
+            return Aligned(text, translation.alignments[k]) if translation.alignments else text
+
+        results = [
+            [each(t, k) for k in range(len(t.texts))] if settings.n_best > 1 else each(t, 0)
+            for t in translations
+        ]
+        return results[0] if single else results
+
+    def align(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        layer: int | None = None,
+        method: Method = "argmax",
+    ) -> list[list[tuple[int, int]]]:
+        """The word links of each given pair (forced decoding of ``targets`` on
+        ``sources``): (source word, target word), 0-indexed over their whitespace-separated
+        words, sorted; a pair with a blank side has none. ``layer`` and ``method`` as
+        ``attention``."""
+        raise Seq2SeqError(NO_ATTENTION)
 
     def score(
         self,
@@ -213,9 +271,7 @@ class TranslationModel:
         of forced decoding of it): the maps, pieces, words, word alignment, and ``plot()``.
         ``layer`` (Transformer): the layer whose mean over heads is aligned (None: the mean
         over every layer)."""
-        raise Seq2SeqError(
-            "a CTranslate2 export keeps no attention: load the checkpoint it came from"
-        )
+        raise Seq2SeqError(NO_ATTENTION)
 
 
 def check_search(search: SearchSettings) -> None:
@@ -254,15 +310,58 @@ class CheckpointModel(TranslationModel):
         return search
 
     def _stream(
-        self, lines: Iterable[str | None], progress: bool, search: SearchSettings
+        self, lines: Iterable[str | None], progress: bool, search: SearchSettings, alignment: bool
     ) -> Iterator[Translation]:
-        return translate_stream(self.trained, lines, search, **self._batching(progress))
+        finish = self._aligned if alignment else None
+        return translate_stream(
+            self.trained, lines, search, **self._batching(progress), finish=finish
+        )
 
     def _translate_all(
-        self, lines: Sequence[str], progress: bool, search: SearchSettings
+        self, lines: Sequence[str], progress: bool, search: SearchSettings, alignment: bool
     ) -> list[Translation]:
         """Batched by length over all of ``lines`` at once, not chunk by chunk."""
-        return translate_lines(self.trained, lines, search, **self._batching(progress))
+        translations = translate_lines(self.trained, lines, search, **self._batching(progress))
+        return self._aligned(translations) if alignment else translations
+
+    def _aligned(self, translations: list[Translation]) -> list[Translation]:
+        """``translations`` with every hypothesis's word links: its attention when
+        teacher-forced (as ``attention`` and the server read it), argmax per target word."""
+        found = hypotheses_attention(
+            self.trained, translations, max_tokens=self.max_tokens,
+            max_source_len=self.max_source_len,
+        )  # fmt: skip
+        return [
+            dataclasses.replace(
+                translation,
+                alignments=[
+                    word_links(found[i, k]) if (i, k) in found else []
+                    for k in range(len(translation.hypotheses))
+                ],
+            )  # fmt: skip
+            for i, translation in enumerate(translations)
+        ]
+
+    def align(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        layer: int | None = None,
+        method: Method = "argmax",
+    ) -> list[list[tuple[int, int]]]:
+        check_layer_choice(layer, self.heads)
+        if len(sources) != len(targets):
+            raise DataError(f"{len(sources)} sources but {len(targets)} targets")
+        links: list[list[tuple[int, int]]] = [[] for _ in sources]
+        pairs = [i for i, pair in enumerate(zip(sources, targets, strict=True)) if all(
+            side.strip() for side in pair)]  # fmt: skip
+        stream = reference_attention(
+            self.trained, [sources[i] for i in pairs], [targets[i] for i in pairs],
+            self.max_tokens,
+        )  # fmt: skip
+        for sentence in stream:
+            links[pairs[sentence.index]] = word_links(sentence, layer, method)
+        return links
 
     def attention(
         self,
@@ -298,7 +397,7 @@ class ExportModel(TranslationModel):
         return len(self.exported.src.encode(text))
 
     def _stream(
-        self, lines: Iterable[str | None], progress: bool, search: SearchSettings
+        self, lines: Iterable[str | None], progress: bool, search: SearchSettings, alignment: bool
     ) -> Iterator[Translation]:
         from seq2seq.inference.ct2_translate import translate_stream_ct2
 

@@ -14,6 +14,7 @@ from tiny_run import tiny_config, write_config
 
 import seq2seq
 from seq2seq.commands.main import main
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inference.checkpoint import load_trained
 from seq2seq.inference.search import SearchSettings, max_output_lengths
 from seq2seq.inference.translator import translate_lines
@@ -344,3 +345,11 @@ def test_translate_ctranslate2_refuses_a_folder_without_an_export(tmp_path, run_
         f"seq2seq: error: {tmp_path} is not a CTranslate2 export of seq2seq (no seq2seq.json; "
         "write one with `seq2seq export --to ctranslate2`)"
     ]
+
+
+def test_an_export_refuses_alignments_before_any_work(exported, run_here):
+    done = run_here("translate", "--ctranslate2", str(exported), "--alignment", stdin="one\n")
+    assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+    assert "a CTranslate2 export keeps no attention" in done.stderr and not done.stdout
+    with pytest.raises(Seq2SeqError, match="keeps no attention"):
+        seq2seq.load(exported).align(["one"], ["eins"])

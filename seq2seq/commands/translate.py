@@ -35,6 +35,7 @@ from seq2seq.inference.decoding import (
     check_model_options,
 )
 from seq2seq.inference.translator import Translation
+from seq2seq.inspection.word_alignments import format_pharaoh
 from seq2seq.text.arriving_lines import arriving_lines
 from seq2seq.text.lines import iter_lines, read_lines
 
@@ -46,6 +47,7 @@ def translate(
     input: str | None = None,
     output: str | None = None,
     n_best: Annotated[int, Range(1)] = 1,
+    alignment: bool = False,
     progress: bool = False,
 ) -> None:
     """Translate text with a checkpoint, line by line.
@@ -62,6 +64,9 @@ def translate(
         input: source text, one sentence per line (default: stdin)
         output: where to write translations (default: stdout)
         n_best: print N hypotheses per line (index, score, text), at most --beam
+        alignment: follow each translation with " ||| " and its word alignment, Pharaoh
+            links source-target (0-indexed, words split on spaces), as `attention` reads
+            them from the mean attention over layers and heads
         progress: show a progress bar on stderr
     """
     if n_best > decode.beam:
@@ -73,7 +78,7 @@ def translate(
     check_output_file(output)
     opened = open_model("translate", model, decode, n_best)  # before reading
     lines = iter_lines(input) if input else arriving_lines(sys.stdin.buffer)
-    translations = opened.stream(lines, progress)
+    translations = opened.stream(lines, progress, alignment=alignment)
     if not output:
         _write_to_stdout(translations, n_best)
         return
@@ -86,12 +91,17 @@ def translate(
 
 
 def _format(index: int, translation: Translation, n_best: int) -> str:
-    """A translation's output lines: its text, or with n-best ``index<TAB>score<TAB>text``."""
+    """A translation's output lines: its text, or with n-best ``index<TAB>score<TAB>text``;
+    each text followed by `` ||| `` and its links when the translation has them."""
+    texts = translation.texts
+    if translation.alignments is not None:
+        texts = [f"{text} ||| {format_pharaoh(links)}"
+                 for text, links in zip(texts, translation.alignments, strict=True)]  # fmt: skip
     if n_best == 1:
-        return translation.text + "\n"
+        return texts[0] + "\n"
     return "".join(
         f"{index}\t{hyp.score:.4f}\t{text}\n"
-        for text, hyp in zip(translation.texts, translation.hypotheses, strict=True)
+        for text, hyp in zip(texts, translation.hypotheses, strict=True)
     )
 
 

@@ -26,11 +26,14 @@ CHUNK_BATCHES = 4
 
 @dataclass
 class Translation:
-    """The n-best hypotheses (best first) of one source line, detokenized."""
+    """The n-best hypotheses (best first) of one source line, detokenized; with
+    ``alignments`` (when asked for), each hypothesis's links (source word, target word),
+    0-indexed over the whitespace-separated words of ``source`` and of its text."""
 
     source: str
     texts: list[str]
     hypotheses: list[Hypothesis]
+    alignments: list[list[tuple[int, int]]] | None = None
 
     @property
     def text(self) -> str:
@@ -70,6 +73,7 @@ def translate_stream(
     max_tokens: int = 4096,
     progress: bool = False,
     max_source_len: int = 512,
+    finish: Callable[[list[Translation]], list[Translation]] | None = None,
 ) -> Iterator[Translation]:
     """Translate ``lines`` as they come, yielding translations in input order.
 
@@ -77,11 +81,17 @@ def translate_stream(
     sorted by length inside a chunk for batching; a ``None`` in ``lines`` (the input
     paused, see ``arriving_lines``) ends a chunk early. Memory holds one chunk, whatever
     the length of the input, and the first translations come after the first chunk.
+    ``finish`` (word alignments, say) is given each chunk's translations before they go.
     """
+
+    def translate_chunk(chunk: list[str], src_ids: list[Sequence[Any]]) -> list[Translation]:
+        translations = _translate_chunk(trained, chunk, src_ids, search, max_tokens)
+        return finish(translations) if finish is not None else translations
+
     return translated_chunks(
         lines,
         trained.vocab.src.encode,
-        lambda chunk, src_ids: _translate_chunk(trained, chunk, src_ids, search, max_tokens),
+        translate_chunk,
         max_tokens,
         progress,
         max_source_len,

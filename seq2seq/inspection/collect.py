@@ -40,8 +40,9 @@ from seq2seq.common.errors import DataError
 from seq2seq.inference.batching import TokenBucketBatchSampler, collate
 from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import SearchSettings
-from seq2seq.inference.translator import translate_lines
+from seq2seq.inference.translator import Translation, translate_lines
 from seq2seq.inspection.maps import normalize_rows, summary_map
+from seq2seq.inspection.word_alignments import Link, Method, extract_links
 from seq2seq.inspection.words import merge_to_words, word_spans, words
 
 EOS_LABEL = "</s>"
@@ -239,3 +240,35 @@ def word_attention(
     src, tgt = sentence.src_pieces[:-1], sentence.tgt_pieces[:-1]
     word_map = merge_to_words(rows[:, :-1], word_spans(tgt), word_spans(src))
     return rows, word_map, words(src)
+
+
+def word_links(
+    sentence: SentenceAttention, layer: int | None = None, method: Method = "argmax"
+) -> list[Link]:
+    """The links between the source's and the target's words, sorted (see ``word_attention``
+    for the map they are read from; ``method`` as ``extract_links``)."""
+    _, word_map, _ = word_attention(sentence, layer)
+    return sorted(extract_links(word_map, method))
+
+
+def hypotheses_attention(
+    trained: Trained,
+    translations: Sequence[Translation],
+    wanted: Sequence[tuple[int, int]] | None = None,
+    max_tokens: int = 4096,
+    max_source_len: int = 512,
+) -> dict[tuple[int, int], SentenceAttention]:
+    """The attention of hypotheses of ``translations`` (teacher-forced on their sources, cut
+    to ``max_source_len`` pieces as the translator cut them), by (sentence, hypothesis):
+    those ``wanted``, else every hypothesis. A blank source has none."""
+    if wanted is None:
+        wanted = [(i, k) for i, t in enumerate(translations) for k in range(len(t.hypotheses))]
+    wanted = [(i, k) for i, k in wanted if translations[i].source.strip()]
+    if not wanted:
+        return {}
+    sources = trained.vocab.src.encode_batch([translations[i].source for i, _ in wanted])
+    src_ids = [ids[:max_source_len] for ids in sources]
+    tgt_ids = [translations[i].hypotheses[k].tokens for i, k in wanted]
+    texts = [(translations[i].source, translations[i].texts[k]) for i, k in wanted]
+    stream = forced_attention(trained, src_ids, tgt_ids, texts, max_tokens)
+    return {wanted[sentence.index]: sentence for sentence in stream}

@@ -27,8 +27,11 @@ _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 def word_spans(pieces: Sequence[str]) -> list[range]:
     """The piece positions of each word.
 
-    ``['▁Hel', 'lo', '▁', '4', '2']`` -> ``[range(0, 2), range(2, 5)]``; no pieces, no words.
+    ``['▁Hel', 'lo', '▁', '4', '2']`` -> ``[range(0, 2), range(2, 5)]``; no pieces, no words,
+    and bare ``▁`` pieces alone (an empty text) none either.
     """
+    if all(piece == WORD_START for piece in pieces):
+        return []
     starts: list[int] = []
     for k, piece in enumerate(pieces):
         after_bare = k > 0 and pieces[k - 1] == WORD_START

@@ -21,9 +21,9 @@ import torch
 
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inference.translator import Translation
-from seq2seq.inspection.collect import SentenceAttention, forced_attention, word_attention
+from seq2seq.inspection.collect import SentenceAttention, hypotheses_attention, word_links
 from seq2seq.inspection.maps import as_layers_heads, summary_map
-from seq2seq.inspection.word_alignments import extract_links, format_pharaoh
+from seq2seq.inspection.word_alignments import format_pharaoh
 from seq2seq.translation_model import CheckpointModel, TranslationModel
 
 DECIMALS = 4  # attention weights in answers are rounded to this many decimals
@@ -84,7 +84,7 @@ class Engine:
                 answer: dict[str, Any] = {"text": text, "score": hyp.score}
                 attention = inspected.get((i, k))
                 if sentence.alignment:
-                    answer["alignment"] = _alignment(attention) if attention else ""
+                    answer["alignment"] = format_pharaoh(word_links(attention)) if attention else ""
                 if sentence.attention and attention is not None:
                     answer["attention"] = _attention_map(attention)
                 hypotheses.append(answer)
@@ -99,26 +99,17 @@ class Engine:
         wanted = [
             (i, k)
             for i, (sentence, translation) in enumerate(zip(sentences, translations, strict=True))
-            if (sentence.alignment or sentence.attention) and sentence.text.strip()
+            if sentence.alignment or sentence.attention
             for k in range(len(translation.hypotheses))
         ]
         if not wanted:
             return {}
         if not isinstance(self.model, CheckpointModel):  # the app refuses such requests
             raise Seq2SeqError("a CTranslate2 export keeps no attention")
-        trained = self.model.trained
-        src = trained.vocab.src.encode_batch([sentences[i].text for i, _ in wanted])
-        src_ids = [ids[: self.model.max_source_len] for ids in src]
-        tgt_ids = [translations[i].hypotheses[k].tokens for i, k in wanted]
-        texts = [(sentences[i].text, translations[i].texts[k]) for i, k in wanted]
-        stream = forced_attention(trained, src_ids, tgt_ids, texts, self.model.max_tokens)
-        return {wanted[sentence.index]: sentence for sentence in stream}
-
-
-def _alignment(sentence: SentenceAttention) -> str:
-    """Pharaoh links between the source's and the hypothesis's words."""
-    _, word_map, _ = word_attention(sentence, layer=None)
-    return format_pharaoh(extract_links(word_map, "argmax"))
+        return hypotheses_attention(
+            self.model.trained, translations, wanted, self.model.max_tokens,
+            self.model.max_source_len,
+        )  # fmt: skip
 
 
 def _attention_map(sentence: SentenceAttention) -> dict[str, Any]:

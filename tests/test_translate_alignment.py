@@ -1,0 +1,73 @@
+"""Word alignments with every translation: `translate --alignment`, the Python API's
+``translate(alignment=True)`` and ``align``, and the server's ``alignment`` field give the
+links ``attention`` reads, for the RNN and the Transformer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import seq2seq
+from seq2seq.commands.model import open_model
+from seq2seq.common.errors import Seq2SeqError
+from seq2seq.inference.decoding import BEAM_SEARCH, ModelSettings
+from seq2seq.serve.engine import Engine, SearchKey, Sentence
+from seq2seq.translation_model import Aligned
+
+LINES = ["forty-two", "", "three hundred and one", "on Monday, May 4, 1998"]
+
+
+@pytest.fixture(params=["rnn", "transformer"])
+def checkpoint(request, trained_run) -> Path:
+    if request.param == "rnn":
+        return trained_run["ckpt"]
+    return request.getfixturevalue("trained_transformer")
+
+
+def within_words(links: list[tuple[int, int]], source: str, target: str) -> bool:
+    return all(i < len(source.split()) and j < len(target.split()) for i, j in links)
+
+
+def test_translate_alignment_writes_the_links_attention_reads(checkpoint, run_here):
+    """The links of the translation the command makes, as `attention` reads them."""
+    plain = run_here("translate", "--ckpt", str(checkpoint), stdin="\n".join(LINES) + "\n")
+    done = run_here("translate", "--ckpt", str(checkpoint), "--alignment",
+                    stdin="\n".join(LINES) + "\n")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    model = open_model("translate", ModelSettings(ckpt=[str(checkpoint)]), BEAM_SEARCH)
+    texts = []
+    for source, line in zip(LINES, done.stdout.splitlines(), strict=True):
+        text, separator, links = line.partition(" ||| ")
+        assert separator and line.count(" ||| ") == 1
+        texts.append(text)
+        expected = model.attention(source).alignment if source else []
+        assert links == " ".join(f"{i}-{j}" for i, j in expected)
+        assert bool(links) == bool(source and text)  # every word of a translation has one
+    assert texts == plain.stdout.splitlines()
+
+
+def test_the_api_and_the_server_give_the_same_links(checkpoint):
+    model = seq2seq.load(checkpoint)
+    aligned = model.translate(LINES, alignment=True, beam=3, n_best=2)
+    answers = Engine(model).run(SearchKey(beam=3, n_best=2),
+                                [Sentence(line, alignment=True) for line in LINES])  # fmt: skip
+    assert [[a.text for a in each] for each in aligned] == model.translate(LINES, beam=3, n_best=2)
+    for source, each, answer in zip(LINES, aligned, answers, strict=True):
+        assert all(isinstance(a, Aligned) for a in each)
+        assert [a.pharaoh() for a in each] == [h["alignment"] for h in answer["translations"]]
+        assert all(within_words(a.links, source, a.text) for a in each)
+    assert model.translate("forty-two", alignment=True) == aligned[0][0]
+
+
+def test_align_gives_the_links_of_forced_decoding(checkpoint):
+    model = seq2seq.load(checkpoint)
+    sources = ["forty-two", "seven", "", "three hundred and one"]
+    targets = ["zweiundvierzig", "", "drei", "dreihundert und eins"]
+    links = model.align(sources, targets)
+    assert links[1] == [] and links[2] == []
+    for k in (0, 3):
+        assert links[k] == model.attention(sources[k], targets[k]).alignment
+        assert within_words(links[k], sources[k], targets[k]) and links[k]
+    with pytest.raises(Seq2SeqError, match="2 sources but 1 targets"):
+        model.align(sources[:2], targets[:1])
