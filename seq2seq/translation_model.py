@@ -39,8 +39,8 @@ from seq2seq.inspection.collect import (
     hypotheses_attention,
     reference_attention,
     translation_attention,
-    word_links,
 )
+from seq2seq.inspection.extraction import Extraction, extracted_links
 from seq2seq.inspection.maps import check_layer_choice
 from seq2seq.inspection.sentence import AttentionMaps, attention_of
 from seq2seq.inspection.word_alignments import Method, format_pharaoh
@@ -223,12 +223,16 @@ class TranslationModel:
         sources: Sequence[str],
         targets: Sequence[str],
         layer: int | None = None,
+        head: int | None = None,
+        shift: bool = False,
         method: Method = "argmax",
     ) -> list[list[tuple[int, int]]]:
         """The word links of each given pair (forced decoding of ``targets`` on
         ``sources``): (source word, target word), 0-indexed over their whitespace-separated
-        words, sorted; a pair with a blank side has none. ``layer`` and ``method`` as
-        ``attention``."""
+        words, sorted; a pair with a blank side has none. Read from the mean attention over
+        layers and heads, or ``layer``'s mean over its heads, or its ``head``; ``shift``:
+        from the step that has the target piece as its input (Shift-Att); ``method``:
+        argmax, or threshold (0.3). See ``inspection.extraction``."""
         raise Seq2SeqError(NO_ATTENTION)
 
     def score(
@@ -335,7 +339,7 @@ class CheckpointModel(TranslationModel):
             dataclasses.replace(
                 translation,
                 alignments=[
-                    word_links(found[i, k]) if (i, k) in found else []
+                    extracted_links(found[i, k]) if (i, k) in found else []
                     for k in range(len(translation.hypotheses))
                 ],
             )  # fmt: skip
@@ -347,9 +351,12 @@ class CheckpointModel(TranslationModel):
         sources: Sequence[str],
         targets: Sequence[str],
         layer: int | None = None,
+        head: int | None = None,
+        shift: bool = False,
         method: Method = "argmax",
     ) -> list[list[tuple[int, int]]]:
         check_layer_choice(layer, self.heads)
+        extraction = Extraction(layer, head, shift, method)
         if len(sources) != len(targets):
             raise DataError(f"{len(sources)} sources but {len(targets)} targets")
         links: list[list[tuple[int, int]]] = [[] for _ in sources]
@@ -360,7 +367,7 @@ class CheckpointModel(TranslationModel):
             self.max_tokens,
         )  # fmt: skip
         for sentence in stream:
-            links[pairs[sentence.index]] = word_links(sentence, layer, method)
+            links[pairs[sentence.index]] = extracted_links(sentence, extraction)
         return links
 
     def attention(

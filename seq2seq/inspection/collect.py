@@ -42,7 +42,6 @@ from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import Translation, translate_lines
 from seq2seq.inspection.maps import normalize_rows, summary_map
-from seq2seq.inspection.word_alignments import Link, Method, extract_links
 from seq2seq.inspection.words import merge_to_words, word_spans, words
 
 EOS_LABEL = "</s>"
@@ -240,15 +239,6 @@ def word_attention(
     src, tgt = sentence.src_pieces[:-1], sentence.tgt_pieces[:-1]
     word_map = merge_to_words(rows[:, :-1], word_spans(tgt), word_spans(src))
     return rows, word_map, words(src)
-
-
-def word_links(
-    sentence: SentenceAttention, layer: int | None = None, method: Method = "argmax"
-) -> list[Link]:
-    """The links between the source's and the target's words, sorted (see ``word_attention``
-    for the map they are read from; ``method`` as ``extract_links``)."""
-    _, word_map, _ = word_attention(sentence, layer)
-    return sorted(extract_links(word_map, method))
 
 
 def hypotheses_attention(

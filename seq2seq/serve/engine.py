@@ -21,7 +21,8 @@ import torch
 
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inference.translator import Translation
-from seq2seq.inspection.collect import SentenceAttention, hypotheses_attention, word_links
+from seq2seq.inspection.collect import SentenceAttention, hypotheses_attention
+from seq2seq.inspection.extraction import extracted_links
 from seq2seq.inspection.maps import as_layers_heads, summary_map
 from seq2seq.inspection.word_alignments import format_pharaoh
 from seq2seq.translation_model import CheckpointModel, TranslationModel
@@ -84,7 +85,8 @@ class Engine:
                 answer: dict[str, Any] = {"text": text, "score": hyp.score}
                 attention = inspected.get((i, k))
                 if sentence.alignment:
-                    answer["alignment"] = format_pharaoh(word_links(attention)) if attention else ""
+                    links = extracted_links(attention) if attention else []
+                    answer["alignment"] = format_pharaoh(links)
                 if sentence.attention and attention is not None:
                     answer["attention"] = _attention_map(attention)
                 hypotheses.append(answer)
