@@ -16,6 +16,11 @@ unexport PYTHONDONTWRITEBYTECODE
 # Multi30k: linked from a local copy when there is one, else downloaded.
 MULTI30K_LOCAL ?= ../shared/data/multi30k
 MULTI30K_URL ?= https://github.com/multi30k/dataset/raw/master/data/task1
+# Word-alignment gold (Hansards En-Fr, Europarl De-En): linked from a local copy (on the
+# project's machines, beside the checkout); elsewhere fetch the sets its README names.
+ALIGNMENT_LOCAL ?= ../shared/data/alignment
+# fast_align is not on PyPI: `make aligners` builds it from its sources (a git URL or folder)
+FAST_ALIGN_REPO ?= https://github.com/clab/fast_align
 DEMO_DATA := data/numbers-en-de
 DEMO_RUN := runs/demo
 DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
@@ -23,7 +28,7 @@ DEMO_CKPT := $(DEMO_RUN)/checkpoints/best.ckpt
 .PHONY: install demo test test-fast lint multi30k clean-demo bench bench-step bench-speed bench-scale bench-joey \
 	bench-joey-speed bench-quality bench-joey-decoding bench-corpus bench-cold-start bench-engines \
 	bench-serve bench-decoder-shapes profile-search profile-engines gpu-wheels gpu-check student \
-	bench-models
+	bench-models bench-align aligners alignment-gold
 
 install: $(STAMP)
 
@@ -124,6 +129,29 @@ bench-joey-decoding: $(STAMP) multi30k
 BENCH_MODELS_ARGS ?=
 bench-models: $(STAMP) multi30k
 	$(RUN_PY) scripts/bench/bench_models.py --data data/multi30k --work $(BENCH)/models $(BENCH_MODELS_ARGS)
+
+# Word alignments on human gold: the released models' attention beside eflomal and
+# fast_align trained on the same data (docs/benchmarks/alignment.md); not in `bench`
+bench-align: $(STAMP) multi30k alignment-gold aligners
+	$(RUN_PY) scripts/bench/bench_align.py --gold data/alignment --data data/multi30k \
+	  --work $(BENCH)/align --doc docs/benchmarks/alignment.md
+
+# eflomal (pip, compiled with the machine's C compiler) and fast_align (built with cmake)
+# into the venv, for bench-align only: make test needs neither
+aligners: $(STAMP)
+	$(BIN)/uv pip install --python $(BIN)/python --quiet "eflomal>=2" \
+	  || $(BIN)/pip install --quiet --disable-pip-version-check "eflomal>=2"
+	@if [ ! -x $(BIN)/fast_align ]; then rm -rf build/fast_align && \
+	  git clone --quiet --depth 1 $(FAST_ALIGN_REPO) build/fast_align && \
+	  cmake -S build/fast_align -B build/fast_align/build -DCMAKE_BUILD_TYPE=Release > /dev/null && \
+	  $(MAKE) -C build/fast_align/build --no-print-directory fast_align > /dev/null && \
+	  cp build/fast_align/build/fast_align $(BIN)/fast_align && echo "built $(BIN)/fast_align"; fi
+
+alignment-gold:
+	@mkdir -p data
+	@if [ -e data/alignment ]; then echo "data/alignment is already there"; \
+	elif [ -d "$(ALIGNMENT_LOCAL)" ]; then ln -s "$$(cd "$(ALIGNMENT_LOCAL)" && pwd)" data/alignment && echo "linked $(ALIGNMENT_LOCAL)"; \
+	else echo "no alignment gold: put the sets of docs/benchmarks/alignment.md under data/alignment" >&2; exit 1; fi
 
 # Start-up time, peak RSS of every process, cache size and tokens/s against corpus size
 # (Multi30k pairs joined two by two); not in `bench`: it takes hours, run it on its own

@@ -948,3 +948,22 @@ def test_segmentations_are_compared_token_by_token_without_their_markers():
 
     tokens = ["ab", "abc", "abc", "xyzw"]
     assert segmentation.differently_cut(tokens, whole, halves) == {"abc": 2, "xyzw": 1}
+
+
+def test_the_alignment_benchmark_reads_gold_and_turns_a_reverse_models_links_round(tmp_path):
+    align = load_script("bench/bench_align")
+    assert len(align.extractions((3, 4))) == (1 + 3 + 3 * 4) * 2  # mean, layers, heads; shifts
+    assert align.extractions(()) == [{"shift": False}, {"shift": True}]  # an RNN: the mean
+    (tmp_path / "set.src-tgt").write_text("a b ||| x y z\nc ||| w\n", encoding="utf-8")
+    (tmp_path / "set.gold").write_text("1-1 2p3\n1-1 1-2\n", encoding="utf-8")  # from 1
+    pairs, gold = align.read_set(tmp_path, "set.src-tgt", "set.gold")
+    assert pairs == [(["a", "b"], ["x", "y", "z"]), (["c"], ["w"])]
+    assert gold[0].sure == {(0, 0)} and gold[0].possible == {(0, 0), (1, 2)}
+    assert gold[1].sure == {(0, 0)}  # 1-2 points past the one word of "w": dropped
+
+    class Reverse:  # a model that translates right to left: its links are (right, left)
+        def align(self, sources, targets, **extraction):
+            assert sources == ["x y z", "w"] and targets == ["a b", "c"]
+            return [[(2, 1)], [(0, 0)]]
+
+    assert align.model_links(Reverse(), pairs, left_to_right=False) == [{(1, 2)}, {(0, 0)}]
