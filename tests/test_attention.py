@@ -242,7 +242,7 @@ def test_local_p_is_softmax_in_the_window_times_a_gaussian(score: str) -> None:
 
 
 @pytest.mark.parametrize("scale", [0.1, 30.0], ids=["mild", "saturated"])
-def test_local_p_centre_and_window_stay_in_the_sentence(lens: Tensor, scale: float) -> None:
+def test_local_p_center_and_window_stay_in_the_sentence(lens: Tensor, scale: float) -> None:
     torch.manual_seed(0)
     module = LocalAttention(D, D, "general", window=WINDOW, predictive=True)
     q, k, v = inputs()
@@ -262,7 +262,7 @@ def test_local_p_centre_and_window_stay_in_the_sentence(lens: Tensor, scale: flo
     assert (weights.masked_select(~window_mask(positions, inside)) == 0).all()
 
 
-def test_local_m_centres_on_the_target_position() -> None:
+def test_local_m_centers_on_the_target_position() -> None:
     module = LocalAttention(D, D, "general", window=WINDOW, predictive=False)
     q, k, v = inputs()
     assert torch.equal(module.centers(q, LENS, QUERY_POS), QUERY_POS.float())

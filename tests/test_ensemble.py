@@ -132,9 +132,7 @@ def test_families_mix_in_beam_search_with_attention():
     is their mean over heads, layers and members, one row per output token and EOS."""
     ensemble = Ensemble([rnn(), transformer()])
     src, src_lens = batch()
-    results = translate_batch(
-        ensemble, src, src_lens, SearchSettings(beam=3), return_attention=True
-    )
+    results = translate_batch(ensemble, src, src_lens, SearchSettings(beam=3), need_weights=True)
     for (hyp,), length in zip(results, src_lens.tolist(), strict=True):
         assert hyp.attention.shape == (len(hyp.tokens) + 1, length)
         assert torch.allclose(hyp.attention.sum(-1), torch.ones(len(hyp.tokens) + 1), atol=1e-5)
@@ -145,7 +143,7 @@ def test_attention_from_one_member_keeps_its_heads_and_layers():
     ensemble = Ensemble([rnn(), transformer()], attention_from=1)
     src, src_lens = batch()
     (hyp,) = translate_batch(
-        ensemble, src[:1], src_lens[:1], SearchSettings(beam=1), return_attention=True
+        ensemble, src[:1], src_lens[:1], SearchSettings(beam=1), need_weights=True
     )[0]
     assert hyp.attention.shape == (len(hyp.tokens) + 1, 2, 2, int(src_lens[0]))  # [T, L, H, S]
 

@@ -166,10 +166,10 @@ def test_export_attention_is_the_last_layers_mean_over_heads(
     trained = load_trained(transformer_ckpt)
     lines = _test_lines(trained_run)[:8]
     search = SearchSettings(5, 1, 1.0, max_len_ratio=RATIO, max_len_offset=OFFSET)
-    ours = translate_lines(trained, lines, search, return_attention=True)
+    ours = translate_lines(trained, lines, search, need_weights=True)
     export = load_export(exported, threads=1)
     sources = [trained.vocab.src.pieces(line) for line in lines]
-    theirs = translate_pieces(export, sources, search, return_attention=True)
+    theirs = translate_pieces(export, sources, search, need_weights=True)
     for mine, other, pieces in zip(ours, theirs, sources, strict=True):
         hyp, attention = mine.hypotheses[0], other[0].attention
         assert attention.shape == (len(hyp.tokens) + 1, len(pieces))  # an EOS row, no EOS column

@@ -24,8 +24,8 @@ from seq2seq.inspection.collect import (
     translation_attention,
 )
 from seq2seq.inspection.heatmap import draw_sentence, draw_windows, sentence_figure
-from seq2seq.inspection.words import words
 from seq2seq.rnn import RNNSeq2Seq
+from seq2seq.text.words import words
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -90,7 +90,7 @@ def test_own_translation_attention_is_the_search_attention(
         trained = load_trained(request.getfixturevalue("trained_transformer"))
     sources = test_pairs[0]
     search = SearchSettings(beam=3)
-    searched = translate_lines(trained, sources, search, return_attention=True)
+    searched = translate_lines(trained, sources, search, need_weights=True)
     assert all(len(t.hypotheses[0].tokens) > 2 for t in searched)  # rows worth comparing
     forced = {s.index: s for s in translation_attention(trained, sources, search)}
     for i, translation in enumerate(searched):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from seq2seq.inspection.stats import CorpusStats, is_punctuation, kendall_tau, sentence_stats
-from seq2seq.inspection.words import merge_to_words, word_spans, words
+from seq2seq.text.words import merge_to_words, word_spans, words
 
 SRC = ["▁a", "▁b", "▁,", "▁c"]  # + EOS as the last column of piece maps
 

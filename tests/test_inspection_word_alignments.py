@@ -24,7 +24,7 @@ from seq2seq.inspection.word_alignments import (
     threshold_links,
     transpose,
 )
-from seq2seq.inspection.words import merge_to_words, word_spans
+from seq2seq.text.words import merge_to_words, word_spans
 
 # target words (rows) x source words (columns): "b a c" attending to "a b c" crosswise
 CROSSED = torch.tensor(

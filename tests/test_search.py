@@ -33,7 +33,7 @@ def setup_model():
 
 def test_beam_of_one_equals_greedy():
     model, src, src_lens = setup_model()
-    greedy = translate_batch(model, src, src_lens, SearchSettings(beam=1), return_attention=True)
+    greedy = translate_batch(model, src, src_lens, SearchSettings(beam=1), need_weights=True)
     with torch.no_grad():
         state = model.start(model.encode(src, src_lens))
         limits = max_output_lengths(src_lens, 1.5, 10)
@@ -103,13 +103,11 @@ def test_batched_beam_equals_one_sentence_at_a_time():
 
 def test_attention_rows_match_the_output():
     model, src, src_lens = setup_model()
-    for nbest in translate_batch(
-        model, src, src_lens, SearchSettings(beam=3), return_attention=True
-    ):
+    for nbest in translate_batch(model, src, src_lens, SearchSettings(beam=3), need_weights=True):
         h = nbest[0]
         assert h.attention.shape[0] == len(h.tokens) + 1  # one row per token and EOS
     for i, (h,) in enumerate(
-        translate_batch(model, src, src_lens, SearchSettings(beam=1), return_attention=True)
+        translate_batch(model, src, src_lens, SearchSettings(beam=1), need_weights=True)
     ):
         assert h.attention.shape == (len(h.tokens) + 1, int(src_lens[i]))
         assert torch.allclose(h.attention.sum(-1), torch.ones(len(h.tokens) + 1))
@@ -136,7 +134,7 @@ def test_each_hypothesis_carries_the_attention_of_its_own_tokens(family, beam):
         src,
         src_lens,
         SearchSettings(beam=beam, n_best=beam),
-        return_attention=True,
+        need_weights=True,
     )
     for i, nbest in enumerate(results):
         length = int(src_lens[i])

@@ -24,7 +24,7 @@ from tiny_run import run_seq2seq
 
 import seq2seq
 from seq2seq.commands.serve import model_name
-from seq2seq.inspection.words import words
+from seq2seq.text.words import words
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 needs_serve_extra = pytest.mark.skipif(

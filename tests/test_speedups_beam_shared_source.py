@@ -133,9 +133,9 @@ def test_beam_search_translates_the_same_with_the_trick_switched_off(family):
     src_lens = torch.tensor([9, 6, 3, 1])
     search = SearchSettings(beam=4, n_best=2, max_len_offset=5)
     with torch.inference_mode():
-        shared = translate_batch(model, src, src_lens, search, return_attention=True)
+        shared = translate_batch(model, src, src_lens, search, need_weights=True)
         with plain_path():
-            plain = translate_batch(model, src, src_lens, search, return_attention=True)
+            plain = translate_batch(model, src, src_lens, search, need_weights=True)
     for shared_nbest, plain_nbest in zip(shared, plain, strict=True):
         for a, b in zip(shared_nbest, plain_nbest, strict=True):
             assert a.tokens == b.tokens

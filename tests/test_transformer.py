@@ -147,7 +147,7 @@ def test_beam_search_runs_on_the_transformer_with_attention():
     model = make_model()
     src, src_lens, _ = batch()
     results = translate_batch(
-        model, src, src_lens, SearchSettings(beam=3, n_best=2), return_attention=True
+        model, src, src_lens, SearchSettings(beam=3, n_best=2), need_weights=True
     )
     for i, nbest in enumerate(results):
         best = nbest[0]

@@ -7,17 +7,17 @@ about 4 minutes (8 at most):
    transformer-base.yaml) under bf16 autocast on a synthetic corpus of WMT-like lengths,
    with the recipe's batches and larger ones, with our attention and with PyTorch's SDPA
    (``sdpa: true``, cuDNN's kernel excluded: docs/benchmarks/gpu.md): target tokens/s,
-   peak GPU memory, host synchronisations per step, and the model FLOPs utilisation
+   peak GPU memory, host synchronizations per step, and the model FLOPs utilization
    against the bf16 matrix-product peak measured on the same card in the same run; a
    torch.profiler table of the heaviest kernels;
 3. decoding: a Transformer of the Multi30k recipe's size, trained here in seconds on the
    embedded corpus, translating Multi30k-length sentences with beam 5 and greedy: the GPU's
    sentences/s against 2 CPU threads of the same machine, the GPU's float32 translations
-   compared token by token with the CPU's, host synchronisations per decoder step, and a
+   compared token by token with the CPU's, host synchronizations per decoder step, and a
    profile of one beam-5 translation of the test set;
 4. fit: ``seq2seq fit`` through the real CLI and Lightning on one GPU with the WMT14 recipe
    (bf16-mixed) for a few hundred steps, then ``--ckpt_path last`` continuing it; the host
-   synchronisations of a Lightning training batch, by the line that makes them.
+   synchronizations of a Lightning training batch, by the line that makes them.
 
 Opt-in, ``--sections compiled`` (about 90 s more): step 2's training step with SDPA on
 batches of one fixed shape, eager and under ``torch.compile``, compilation included.

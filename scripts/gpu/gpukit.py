@@ -1,4 +1,4 @@
-"""The measuring tools of scripts/gpu/gpu_check.py: host synchronisations counted by line (in
+"""The measuring tools of scripts/gpu/gpu_check.py: host synchronizations counted by line (in
 a block, or over training batches of a Lightning fit), the measured bf16 matrix-product
 peak, the Transformer's FLOPs, a profile, corpora of realistic lengths, and training steps
 as the toolkit trains."""
@@ -45,11 +45,11 @@ def compute_dtype(device: torch.device) -> torch.dtype:
 
 
 class HostSyncs:
-    """Counts the host synchronisations made inside its block on CUDA, by the innermost
+    """Counts the host synchronizations made inside its block on CUDA, by the innermost
     line of the repository (seq2seq, the scripts) that led to each: torch's sync debug mode
     warns at every operation that waits for the GPU, and the warnings are caught and
     counted. Those of the backward pass, which runs on autograd's own threads, are not seen
-    (the profile's synchronisation calls are). On another device it counts nothing
+    (the profile's synchronization calls are). On another device it counts nothing
     (``enabled`` is False)."""
 
     def __init__(self, device: torch.device) -> None:
@@ -244,7 +244,7 @@ def train_steps(
 
 def profile_steps(step: Callable[[], None], device: torch.device, out: Path) -> dict[str, Any]:
     """torch.profiler over ``step``: its heaviest operators (self time on the device, on
-    the CPU without one), the synchronisation calls and device-to-host copies it saw; the
+    the CPU without one), the synchronization calls and device-to-host copies it saw; the
     whole table into ``out``."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
@@ -277,7 +277,7 @@ def count_steps(model: Transformer) -> Callable[[], int]:
 
 
 class HostSyncAudit(Callback):
-    """For ``fit``: counts the host synchronisations of ``batches`` training batches after
+    """For ``fit``: counts the host synchronizations of ``batches`` training batches after
     the first ``skip``, from the start of one batch to the start of the next (the step,
     the optimizer and every callback), by line; writes them to ``out`` as JSON. Passed to
     the CLI in a config (``trainer.callbacks``), with the repository on PYTHONPATH."""

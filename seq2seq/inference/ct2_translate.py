@@ -136,7 +136,7 @@ def translate_pieces(
     sources: Sequence[Sequence[str]],
     search: SearchSettings,
     max_tokens: int = 4096,
-    return_attention: bool = False,
+    need_weights: bool = False,
 ) -> list[list[Hypothesis]]:
     """The n-best hypotheses of each source (pieces, without EOS), each searched within its
     own length limit.
@@ -147,7 +147,7 @@ def translate_pieces(
     The others, usually few, are translated again in one call per limit. One call lets
     CTranslate2 sort and batch all the sources by length, instead of a call per limit.
 
-    Attention, with ``return_attention``: [len(tokens) + 1, S] per hypothesis, the last
+    Attention, with ``need_weights``: [len(tokens) + 1, S] per hypothesis, the last
     decoder layer's mean over heads (the last row is the EOS step; CTranslate2 leaves out
     the column of the EOS it appends to the source, so rows sum to at most 1). Beam search
     then translates one sentence at a time: batched, CTranslate2 4.8 gives every sentence
@@ -161,7 +161,7 @@ def translate_pieces(
     limits: list[int] = longest.clamp(max=exported.positions - 1).tolist()
     everything = range(len(sources))
     results = _translate_within(
-        exported, sources, everything, max(limits), search, max_tokens, return_attention
+        exported, sources, everything, max(limits), search, max_tokens, need_weights
     )
     at_limit: dict[int, list[int]] = {}  # by limit: the sources whose search reached it
     for i, output in enumerate(results):
@@ -169,11 +169,11 @@ def translate_pieces(
             at_limit.setdefault(limits[i], []).append(i)
     for limit, members in at_limit.items():
         again = _translate_within(
-            exported, sources, members, limit, search, max_tokens, return_attention
+            exported, sources, members, limit, search, max_tokens, need_weights
         )
         for i, output in zip(members, again, strict=True):
             results[i] = output
-    return [_hypotheses(exported, output, search, return_attention) for output in results]
+    return [_hypotheses(exported, output, search, need_weights) for output in results]
 
 
 def _translate_within(
@@ -183,11 +183,11 @@ def _translate_within(
     limit: int,
     search: SearchSettings,
     max_tokens: int,
-    return_attention: bool,
+    need_weights: bool,
 ) -> list[Any]:
     """CTranslate2's results for ``sources[i]`` for i in ``members``, searched within
     ``limit`` pieces (``limit + 1`` steps, the last one EOS or a piece that is dropped)."""
-    one_by_one = return_attention and search.beam > 1
+    one_by_one = need_weights and search.beam > 1
     return exported.translator.translate_batch(
         [list(sources[i]) for i in members],
         max_batch_size=1 if one_by_one else max_tokens,
@@ -197,7 +197,7 @@ def _translate_within(
         length_penalty=NEAR_ZERO_PENALTY,
         return_end_token=True,
         return_scores=True,
-        return_attention=return_attention,
+        return_attention=need_weights,  # CTranslate2's name for it
         max_input_length=0,
         min_decoding_length=0,
         max_decoding_length=limit + 1,

@@ -14,6 +14,7 @@ from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import check_checkpoint_path
 from seq2seq.inference.ensemble import normalized_weights
 from seq2seq.inference.released import released_names, resolve
+from seq2seq.inference.search import DEFAULT_SEARCH
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,10 @@ class DecodeSettings:
             may differ in the last digits)
     """
 
-    beam: Annotated[int, Range(1)] = 5
+    beam: Annotated[int, Range(1)] = DEFAULT_SEARCH.beam
     length_penalty: Annotated[float, Range(0)] | None = None
-    max_len_ratio: Annotated[float, Range(0)] = 1.5
-    max_len_offset: Annotated[int, Range(0)] = 10
+    max_len_ratio: Annotated[float, Range(0)] = DEFAULT_SEARCH.max_len_ratio
+    max_len_offset: Annotated[int, Range(0)] = DEFAULT_SEARCH.max_len_offset
     max_tokens: Annotated[int, Range(1)] = 4096
     max_source_len: Annotated[int, Range(1)] = 512
     bf16: bool = False

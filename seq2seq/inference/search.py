@@ -7,7 +7,7 @@ S source length, A sentences still active.
 
 On a GPU the search waits for the device once per step: the bookkeeping (which sentence
 each row is, length limits, finished hypotheses) lives on the host, and a step reads back
-only which rows ended (a GPU step's one host synchronisation), then, when some did, their
+only which rows ended (a GPU step's one host synchronization), then, when some did, their
 rows, scores and tokens in one read. The rows that go on are sent to the device from
 pinned memory, which the host does not wait for.
 """
@@ -38,6 +38,9 @@ class SearchSettings:
     max_len_ratio: float = 1.5
     max_len_offset: int = 10
     bf16: bool = False
+
+
+DEFAULT_SEARCH = SearchSettings()  # the one home of the search defaults: every other reads it
 
 
 @dataclass
@@ -116,7 +119,7 @@ def translate_batch(
     src: Tensor,
     src_lens: Tensor,
     search: SearchSettings,
-    return_attention: bool = False,
+    need_weights: bool = False,
 ) -> list[list[Hypothesis]]:
     """The ``search.n_best`` translations of each sentence in src [B, S] (best first)."""
     K, n_best, alpha = search.beam, search.n_best, search.length_penalty
@@ -126,9 +129,9 @@ def translate_batch(
     state = model.start(model.encode(src, src_lens))
     select = row_selection(src.device)
     if K == 1:
-        hyps = _greedy(model, state, select, src_lens, max_lens, alpha, return_attention)
+        hyps = _greedy(model, state, select, src_lens, max_lens, alpha, need_weights)
         return [[h] for h in hyps]
-    return _beam(model, state, select, src_lens, max_lens, K, alpha, n_best, return_attention)
+    return _beam(model, state, select, src_lens, max_lens, K, alpha, n_best, need_weights)
 
 
 Select = Callable[[State, Tensor, int], State]  # (state, rows to keep, its rows) -> state
@@ -221,7 +224,7 @@ def _greedy(
     src_lens: Tensor,
     max_lens: Tensor,
     alpha: float,
-    keep_attn: bool,
+    need_weights: bool,
 ) -> list[Hypothesis]:
     B, eos, device = src_lens.size(0), model.vocab.eos_id, src_lens.device
     limits, lengths = max_lens.tolist(), src_lens.tolist()
@@ -229,17 +232,17 @@ def _greedy(
     prev = torch.full((B,), model.vocab.bos_id, dtype=torch.long, device=device)
     tokens = prev.new_zeros(B, 0)
     logprob = torch.zeros(B, device=device)
-    trail = AttentionTrail() if keep_attn else None
+    trail = AttentionTrail() if need_weights else None
     parents: Tensor | None = None  # rows of the step before, when they changed
     results: list[Hypothesis | None] = [None] * B
     t = 0
     while active:
-        logprobs, state, attn = model.step(prev, state, need_weights=keep_attn)
+        logprobs, state, attn = model.step(prev, state, need_weights=need_weights)
         logprobs = _force_eos(logprobs, [limits[i] <= t for i in active], 1, eos)
         best, prev = logprobs.max(dim=-1)
         logprob = logprob + best
         if trail is not None:
-            assert attn is not None  # the step was asked for its weights (keep_attn)
+            assert attn is not None  # the step was asked for its weights (need_weights)
             trail.add(attn, parents)
         done = (prev == eos).nonzero().flatten()  # the step's one wait for the device
         ended = []
@@ -277,7 +280,7 @@ def _beam(
     K: int,
     alpha: float,
     n_best: int,
-    keep_attn: bool,
+    need_weights: bool,
 ) -> list[list[Hypothesis]]:
     B, eos, device = src_lens.size(0), model.vocab.eos_id, src_lens.device
     limits, lengths = max_lens.tolist(), src_lens.tolist()
@@ -287,13 +290,13 @@ def _beam(
     active = list(range(B))  # original index of each sentence
     prev = torch.full((B,), model.vocab.bos_id, dtype=torch.long, device=device)
     tokens = prev.new_zeros(B, 0)
-    trail = AttentionTrail() if keep_attn else None
+    trail = AttentionTrail() if need_weights else None
     parents: Tensor | None = None  # rows of the step before
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     t = 0
     while active:
         A, beams = scores.shape  # beams: 1 on the first step, then K (fewer: a tiny vocabulary)
-        logprobs, state, attn = model.step(prev, state, need_weights=keep_attn)  # [A*beams, V]
+        logprobs, state, attn = model.step(prev, state, need_weights=need_weights)  # [A*beams, V]
         at_limit = [limits[i] <= t for i in active]  # [A]
         logprobs = _force_eos(logprobs, at_limit, beams, eos)
         V = logprobs.size(-1)
@@ -302,7 +305,7 @@ def _beam(
         beam, token = cand_ids // V, cand_ids % V
         rows = beam + torch.arange(A, device=device).unsqueeze(1) * beams  # [A, C] of state
         if trail is not None:
-            assert attn is not None  # the step was asked for its weights (keep_attn)
+            assert attn is not None  # the step was asked for its weights (need_weights)
             trail.add(attn, parents)
 
         # Finish EOS candidates ranked within the top K (at most one per beam).

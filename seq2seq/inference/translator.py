@@ -45,7 +45,7 @@ def translate_lines(
     lines: Sequence[str],
     search: SearchSettings,
     max_tokens: int = 4096,
-    return_attention: bool = False,
+    need_weights: bool = False,
     progress: bool = False,
     max_source_len: int = 512,
 ) -> list[Translation]:
@@ -60,7 +60,7 @@ def translate_lines(
         cut_source(ids, number + 1, max_source_len)
         for number, ids in enumerate(trained.vocab.src.encode_batch(list(lines)))
     ]
-    results = _translate_chunk(trained, list(lines), src_ids, search, max_tokens, return_attention)
+    results = _translate_chunk(trained, list(lines), src_ids, search, max_tokens, need_weights)
     bar.update(len(lines))
     bar.close()
     return results
@@ -164,7 +164,7 @@ def _translate_chunk(
     src_ids: Sequence[Sequence[int]],
     search: SearchSettings,
     max_tokens: int,
-    return_attention: bool = False,
+    need_weights: bool = False,
 ) -> list[Translation]:
     """The translations of ``lines`` (``src_ids``: their pieces, already cut, see
     ``cut_source``) in their order, batched by length, on the device of the model."""
@@ -182,7 +182,7 @@ def _translate_chunk(
     with torch.inference_mode(), autocast, onednn_linears(trained.model):
         for batch in source_batches(src_ids, max_tokens, vocab.spec.pad_id, vocab.spec.eos_id):
             src, src_lens = batch.src.to(device), batch.src_lens.to(device)
-            nbests = translate_batch(trained.model, src, src_lens, search, return_attention)
+            nbests = translate_batch(trained.model, src, src_lens, search, need_weights)
             for position, hyps in zip(batch.ids.tolist(), nbests, strict=True):
                 line = lines[nonblank[position]]
                 texts = [vocab.tgt.decode(h.tokens) for h in hyps]

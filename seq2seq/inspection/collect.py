@@ -42,7 +42,7 @@ from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import Translation, translate_lines
 from seq2seq.inspection.maps import normalize_rows, summary_map
-from seq2seq.inspection.words import merge_to_words, word_spans, words
+from seq2seq.text.words import merge_to_words, word_spans, words
 
 EOS_LABEL = "</s>"
 

@@ -10,7 +10,7 @@
 - the rule: the source word each target word attends to most (``argmax``), or every pair
   whose weight reaches ``threshold``.
 
-Pieces become words as ``words.merge_to_words`` merges them. Shapes: T target pieces, S
+Pieces become words as ``text.words.merge_to_words`` merges them. Shapes: T target pieces, S
 source pieces (each without EOS), Tw and Sw words.
 """
 
@@ -24,7 +24,7 @@ from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inspection.collect import SentenceAttention
 from seq2seq.inspection.maps import as_layers_heads, check_layer, normalize_rows, summary_map
 from seq2seq.inspection.word_alignments import Link, Method, extract_links
-from seq2seq.inspection.words import merge_to_words, word_spans
+from seq2seq.text.words import merge_to_words, word_spans
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def attention_of(sentence: SentenceAttention, layer: int | None, method: Method)
     """The ``AttentionMaps`` of one collected sentence (the pipeline's own word maps and links)."""
     summary = summary_map(sentence.weights, layer)
     _, word_map, src_words = word_attention(sentence, layer)
-    from seq2seq.inspection.words import words
+    from seq2seq.text.words import words
 
     return AttentionMaps(
         source=sentence.source,

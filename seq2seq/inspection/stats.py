@@ -10,7 +10,7 @@ translates nothing) and every row rescaled to sum to 1 (local-p rows sum to less
 - EOS share / punctuation share: the attention mass on the source EOS, and on source
   pieces made only of Unicode punctuation, averaged over target pieces.
 
-From the word-level map ``[Tw, Sw]`` (``words.merge_to_words`` of those rows):
+From the word-level map ``[Tw, Sw]`` (``text.words.merge_to_words`` of those rows):
 
 - monotonicity, two ways, of the argmax alignment ``a_j`` (the source word target word
   ``j`` attends to most): the share of steps ``j -> j+1`` with ``a_{j+1} >= a_j``, and

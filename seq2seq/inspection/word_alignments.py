@@ -3,7 +3,7 @@ Pharaoh format, and their alignment error rate against gold alignments.
 
 A link ``(i, j)`` joins source word ``i`` and target word ``j`` (0-indexed, source first,
 as in Pharaoh/Moses/fast_align files: ``0-0 1-2 2-1``). Attention maps here are word
-level, ``[Tw, Sw]`` (target rows, source columns: see ``words.merge_to_words``).
+level, ``[Tw, Sw]`` (target rows, source columns: see ``text.words.merge_to_words``).
 
 With a second model trained in the reverse direction (target -> source), its attention
 gives links the other way; ``symmetrize`` combines the two as Koehn et al. (2003) do:

@@ -16,6 +16,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from seq2seq.inference.search import DEFAULT_SEARCH
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -25,7 +27,7 @@ class Limits:
     max_sentences: int = 64
     max_chars: int = 1000
     max_beam: int = 16
-    default_beam: int = 5
+    default_beam: int = DEFAULT_SEARCH.beam
 
 
 class TranslateRequestBase(BaseModel):

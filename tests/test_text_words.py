@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seq2seq.inspection.words import merge_to_words, word_spans, words
+from seq2seq.text.words import merge_to_words, word_spans, words
 
 
 @pytest.mark.parametrize(
