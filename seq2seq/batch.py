@@ -48,10 +48,12 @@ class Batch(SourceBatch):
     tgt_in: [B, T] BOS + target ids; tgt_out: [B, T] target ids + EOS (both padded with
     pad_id); tgt_lens: [B] valid lengths, the number of target ids + 1; target_tokens:
     their sum, counted on the host when the batch is made, so that a training step on a GPU
-    need not wait for the GPU to read it back.
+    need not wait for the GPU to read it back; guide: [B, T, S] or None, what guided
+    alignment teaches one attention head (``training.guided_alignment``).
     """
 
     tgt_in: Tensor
     tgt_out: Tensor
     tgt_lens: Tensor
     target_tokens: int
+    guide: Tensor | None = None

@@ -36,6 +36,7 @@ from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.training.data.datamodule import TranslationDataModule
 from seq2seq.training.distributed import bound_collective_waits
 from seq2seq.training.fit_summary import FitSummary
+from seq2seq.training.guided_alignment import check_guided_settings
 from seq2seq.training.init_from import (
     INIT_OPTION,
     check_contradictions,
@@ -253,6 +254,8 @@ class Seq2SeqCLI(LightningCLI):
         settings = self.config[subcommand]
         if source := settings.get("init_from"):
             check_contradictions(settings, source)
+        check_guided_settings(settings.get("model.guided_alignment"),
+                              settings.get("data.train_alignments"))  # fmt: skip
         self.checkpoint_folders = place_checkpoints(settings)
         if settings.get("ckpt_path") == "last":
             root = settings.get("trainer.default_root_dir")

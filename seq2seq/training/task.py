@@ -22,7 +22,7 @@ from seq2seq.batch import Batch
 from seq2seq.common.errors import CheckpointError, Seq2SeqError
 from seq2seq.common.ranges import Range, check_arguments
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, Payload
-from seq2seq.inference.search import SearchSettings, translate_batch
+from seq2seq.inference.search import DEFAULT_SEARCH, SearchSettings, translate_batch
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.speedups.cpu_dropout import cpu_dropouts
 from seq2seq.text.metrics import literature_bleu, score_corpus
@@ -30,6 +30,11 @@ from seq2seq.text.tokenizer import Vocabulary
 from seq2seq.training.epoch_metrics import Perplexity, SplitTranslations
 from seq2seq.training.freezing import Part
 from seq2seq.training.freezing import freeze as freeze_parts
+from seq2seq.training.guided_alignment import (
+    check_guided_settings,
+    guided_alignment_loss,
+    head_weights,
+)
 from seq2seq.training.init_from import load_starting_weights
 from seq2seq.training.loss import label_smoothed_nll, symmetric_kl
 from seq2seq.training.schedule import Schedule, WarmupThenDecay
@@ -118,6 +123,13 @@ class TranslationTask(pl.LightningModule):
             the model's own architecture and vocabulary (docs/fine-tuning.md).
         freeze: Parts of the model kept fixed while the rest trains: ``embeddings`` (a
             tied output layer with them), ``encoder``, ``decoder``.
+        guided_alignment: Guided alignment's weight (0: off, the default; 0.05 in Garg et
+            al. 2019): one attention head learns the word links of ``data.train_alignments``
+            (see ``seq2seq.training.guided_alignment``), its cross-entropy logged as
+            ``train_align_loss``. Not with R-Drop.
+        guided_layer: The decoder layer of that head (negative counts from the last; the
+            default, the one before the last, is Garg et al.'s); a Transformer's only.
+        guided_head: The head of that layer.
     """
 
     def __init__(
@@ -131,17 +143,24 @@ class TranslationTask(pl.LightningModule):
         warmup_steps: Annotated[int, Range(0)] = 1000,
         schedule: Schedule = "inverse_sqrt",
         val_beam: Annotated[int, Range(1)] = 1,
-        test_beam: Annotated[int, Range(1)] = 5,
-        length_penalty: Annotated[float, Range(0)] = 1.0,
-        max_len_ratio: Annotated[float, Range(0)] = 1.5,
-        max_len_offset: Annotated[int, Range(0)] = 10,
+        test_beam: Annotated[int, Range(1)] = DEFAULT_SEARCH.beam,
+        length_penalty: Annotated[float, Range(0)] = DEFAULT_SEARCH.length_penalty,
+        max_len_ratio: Annotated[float, Range(0)] = DEFAULT_SEARCH.max_len_ratio,
+        max_len_offset: Annotated[int, Range(0)] = DEFAULT_SEARCH.max_len_offset,
         nonfinite_loss: Literal["stop", "skip"] = "stop",
         rdrop_alpha: Annotated[float, Range(0)] = 0.0,
         init_from: str | None = None,
         freeze: list[Part] | None = None,
+        guided_alignment: Annotated[float, Range(0)] = 0.0,
+        guided_layer: int = -2,
+        guided_head: Annotated[int, Range(0)] = 0,
     ) -> None:
         super().__init__()
         check_arguments(TranslationTask.__init__, locals(), "model.", Seq2SeqError)
+        if guided_alignment > 0 and rdrop_alpha > 0:
+            raise Seq2SeqError(
+                "model.guided_alignment and model.rdrop_alpha cannot both be on: choose one"
+            )
         self.vocab = vocab
         network = model(vocab.spec)
         # what the run started from (None: random weights), and what it keeps fixed
@@ -166,6 +185,8 @@ class TranslationTask(pl.LightningModule):
         self.flops_per_batch: int | None = None  # ThroughputMonitor asks; not measured
         self.nonfinite_loss = nonfinite_loss
         self.rdrop_alpha = rdrop_alpha
+        self.guided_alignment, self.guided_layer = guided_alignment, guided_layer
+        self.guided_head = guided_head
         self.skipped_batches = 0
         stages = ("train", "val", "test")
         self.perplexity = nn.ModuleDict({f"{s}_ppl": Perplexity() for s in stages})
@@ -214,10 +235,26 @@ class TranslationTask(pl.LightningModule):
         n = batch.target_tokens
         return (both + self.rdrop_alpha * kl) / (2 * n), nll / 2, n, kl.detach() / n
 
+    def _guided_loss(self, batch: Batch) -> tuple[Tensor, Tensor, int]:
+        """(loss per token plus ``guided_alignment`` times the guided head's cross-entropy
+        per guided row, summed NLL, target tokens) of a batch that carries a guide."""
+        assert batch.guide is not None  # check_data made sure the loader makes guides
+        logits, attention = self.model(batch.src, batch.src_lens, batch.tgt_in)
+        loss, nll, _ = label_smoothed_nll(
+            logits, batch.tgt_out, batch.tgt_lens, self.label_smoothing
+        )
+        n = batch.target_tokens
+        weights = head_weights(attention, self.guided_layer, self.guided_head)  # [B, T, S]
+        alignment = guided_alignment_loss(weights, batch.guide)
+        self.log("train_align_loss", alignment, batch_size=n, on_epoch=True, sync_dist=True)
+        return loss / n + self.guided_alignment * alignment, nll, n
+
     def _training_loss(self, batch: Batch) -> tuple[Tensor, Tensor, int, Tensor | None]:
         """(loss per token, summed NLL, target tokens, R-Drop's KL per token or None)."""
         if self.rdrop_alpha > 0:
             return self._rdrop_loss(batch)
+        if self.guided_alignment > 0:
+            return *self._guided_loss(batch), None
         return *self._loss(batch), None
 
     def _log_loss(self, stage: str, loss: Tensor, nll: Tensor, n: int) -> None:
@@ -254,6 +291,9 @@ class TranslationTask(pl.LightningModule):
 
     def on_fit_start(self) -> None:
         self.check_trainer(self.trainer)
+        # Lightning sets the trainer's datamodule at run time without declaring it
+        datamodule = self.trainer.datamodule  # type: ignore[attr-defined]
+        check_guided_settings(self.guided_alignment, getattr(datamodule, "train_alignments", None))
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
         loss, nll, n, kl = self._training_loss(batch)

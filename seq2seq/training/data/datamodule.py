@@ -25,14 +25,16 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import Annotated, Any, get_args
 
 import numpy as np
 import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_only
 
+from seq2seq.batch import Batch
 from seq2seq.common.errors import DataError
 from seq2seq.common.ranges import Range, check_arguments
 from seq2seq.inference.batching import (
@@ -47,6 +49,7 @@ from seq2seq.training.data.sampled_segmentation import SampledSegmentations
 from seq2seq.training.data.sources import load_split
 from seq2seq.training.data.split_text import SplitText
 from seq2seq.training.data.tokenized import TokenizedRows, load_or_tokenize
+from seq2seq.training.guided_alignment import GuidedCollate, read_training_links
 
 TOKENS_FORMAT = 4  # part of the tokenized cache's key: bump when its files change
 PARALLEL_MIN_PAIRS = 100_000  # below this, tokenizing in one process is faster than forking
@@ -120,6 +123,10 @@ class TranslationDataModule(pl.LightningDataModule):
         vocab_from: Encode the data with this trained model's vocabulary (a checkpoint, a
             released model's name, a transformers MarianMT model) instead of training a
             SentencePiece model; ``fit --init_from`` sets it to the model it starts from.
+        train_alignments: Word links of the training pairs, for guided alignment
+            (``model.guided_alignment``): a Pharaoh file (``0-0 1-2``, 0-indexed over the
+            whitespace-separated words), one line per pair of the training split, as eflomal
+            or fast_align write them.
     """
 
     def __init__(
@@ -150,6 +157,7 @@ class TranslationDataModule(pl.LightningDataModule):
         subword_nbest: Annotated[int, Range(0)] = 0,
         subword_alpha: Annotated[float, Range(0)] = 0.1,
         vocab_from: str | None = None,
+        train_alignments: str | None = None,
     ) -> None:
         super().__init__()
         check_arguments(TranslationDataModule.__init__, locals(), "data.", DataError)
@@ -189,6 +197,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.subword_nbest, self.subword_alpha = subword_nbest, subword_alpha
         self.cache_dir = Path(cache_dir)
         self.vocab_from = vocab_from
+        self.train_alignments = train_alignments
         self._vocab: Vocabulary | None = None
         self._texts: dict[str, SplitText] = {}
         self._tokenized: dict[str, tuple[TokenizedRows, np.ndarray]] = {}
@@ -285,16 +294,23 @@ class TranslationDataModule(pl.LightningDataModule):
         """Length-bucketed batches; the training loader can resume in the middle of an epoch."""
         rows: TokenizedRows | SampledSegmentations
         rows, lengths = self.tokenized(split)
+        split_pairs = len(rows.lengths)  # the whole split's, before any filter
         spec = self.vocab.spec
         batches = TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed)
         sampled = split == self.train_split and self.subword_nbest > 0
         if sampled:
             draws = (self.subword_nbest, self.subword_alpha, self.max_len)
             rows = SampledSegmentations(rows, self.vocab, *draws, batches.sampler, self.seed)
+        collate_fn: Callable[[Sequence[Mapping[str, Any]]], Batch] = partial(
+            collate, pad_id=spec.pad_id, bos_id=spec.bos_id, eos_id=spec.eos_id
+        )
+        if split == self.train_split and self.train_alignments:
+            links = read_training_links(self.train_alignments, split_pairs)
+            collate_fn = GuidedCollate(links, self.vocab)
         return ResumableLoader(
             rows,
             batches,
-            collate_fn=partial(collate, pad_id=spec.pad_id, bos_id=spec.bos_id, eos_id=spec.eos_id),
+            collate_fn=collate_fn,
             num_workers=self.num_workers,
             fresh_workers=sampled,  # the draws depend on the epoch
             pin_memory=self._to_gpu(),
