@@ -367,6 +367,85 @@ def fine_tuned(
     return Path(best)
 
 
+def guided_twins(
+    gold_set: GoldSet, test: Sequence[Pair], trial: Sequence[Pair], args: argparse.Namespace
+) -> dict[str, dict[str, Any]]:
+    """The released model trained further, twice alike but for guided alignment, on Multi30k's
+    training pairs with the gold's sentence pairs appended (their text, never their links):
+    ``--guided-steps`` updates of ``configs/finetune.yaml``, checkpoints chosen on Multi30k's
+    val. The guided twin's head (the decoder's layer before last, head 0) learns eflomal's
+    grow-diag-final links of every training pair, over the words of the text as written.
+    Each twin's checkpoint, fit seconds and test_2016 scores (beam 5, its own search)."""
+    root = args.work / "guided"
+    record_file = root / "twins.json"
+    twins: dict[str, dict[str, Any]] = load_json(record_file, {}) or {}
+    src_lang, tgt_lang = gold_set.langs
+    corpus = root / "corpus"
+    if not (corpus / "train.align").is_file():
+        corpus.mkdir(parents=True, exist_ok=True)
+        sides = []
+        for side, lang in enumerate(gold_set.langs):
+            with gzip.open(args.data / f"train.{lang}.gz", "rt", encoding="utf-8") as file:
+                lines = [line.strip() for line in file]
+            lines += [" ".join(pair[side]) for pair in [*trial, *test]]
+            (corpus / f"train.{lang}").write_text("".join(f"{x}\n" for x in lines), "utf-8")
+            sides.append([line.lower() for line in lines])
+            for split, name in [("val", "val"), ("test_2016_flickr", "test")]:
+                with gzip.open(args.data / f"{split}.{lang}.gz", "rt", encoding="utf-8") as file:
+                    (corpus / f"{name}.{lang}").write_text(file.read(), "utf-8")
+        write_corpus(sides[0], sides[1], root / "eflomal")
+        found = run_eflomal(root / "eflomal")
+        if isinstance(found, str):
+            raise SystemExit(f"guided alignment needs eflomal's links: eflomal is {found}")
+        links = [symmetrize(f, r, "grow-diag-final") for f, r in zip(*found, strict=True)]
+        lines = "".join(" ".join(f"{i}-{j}" for i, j in sorted(x)) + "\n" for x in links)
+        (corpus / "train.align").write_text(lines, encoding="utf-8")
+    guided = [
+        "--data.train_alignments",
+        str(corpus / "train.align"),
+        "--model.guided_alignment",
+        str(args.guided_weight),
+    ]
+    sources = (corpus / f"test.{src_lang}").read_text(encoding="utf-8").splitlines()
+    references = (corpus / f"test.{tgt_lang}").read_text(encoding="utf-8").splitlines()
+    for label, options in [
+        (f"{gold_set.model} + {args.guided_steps} updates", []),
+        (f"{gold_set.model} + {args.guided_steps} guided updates", guided),
+    ]:
+        if label in twins:
+            continue
+        folder = root / ("guided" if options else "unguided")
+        start = time.monotonic()
+        best = seq2seq.fit(
+            RECIPE,
+            init_from=gold_set.model,
+            options=[
+                "--data.source",
+                str(corpus),
+                "--data.cache_dir",
+                str(root / "cache"),
+                "--trainer.default_root_dir",
+                str(folder),
+                "--replace_checkpoints",
+                "--trainer.max_steps",
+                str(args.guided_steps),
+                *options,
+            ],
+        )
+        seconds = round(time.monotonic() - start)
+        scores = seq2seq.load(best).score(sources, references).scores
+        twins[label] = {
+            "checkpoint": str(best),
+            "fit_seconds": seconds,
+            "test_2016": {
+                name: round(scores[name]["score"], 2)
+                for name in ("bleu_literature", "bleu", "chrf")
+            },
+        }
+        save_json(record_file, twins)
+    return twins
+
+
 def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
     """Every system's figures on one gold set."""
     test, gold = read_set(args.gold, gold_set.text, gold_set.links)
@@ -402,6 +481,15 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
         record["finetune_seconds"] = round(time.monotonic() - start)
         label = f"{gold_set.model} + {args.finetune_steps} updates on the gold's pairs"
         systems |= model_rows(tuned, label, gold_set, test, (trial, trial_gold), record)
+    if args.guided_steps and trial:  # the set with a trial set: En-Fr
+        record["twins"] = guided_twins(gold_set, test, trial, args)
+        for label, twin in record["twins"].items():
+            model = seq2seq.load(twin["checkpoint"])
+            systems |= model_rows(model, label, gold_set, test, (trial, trial_gold), record)
+            if "guided" in label:
+                systems[f"{label}, the guided head + Shift-Att"] = model_links(
+                    model, test, gold_set.model_left_to_right, layer=-2, head=0, shift=True
+                )
     eflomal = systems.get("eflomal, grow-diag-final")
     baseline = sentence_scores(gold, eflomal) if eflomal is not None else None
     record["systems"] = {
@@ -547,6 +635,27 @@ def write_doc(results: dict[str, Any], doc: Path, picture: Path, command: str) -
             "(forced decoding and the mean's extraction, one process, the model loaded).",
             "",
         ]
+        if "twins" in record:
+            lines += [
+                "The guided-alignment twins (trained alike but for the guided head; each "
+                "chosen on Multi30k's val), on Multi30k's test_2016:",
+                "",
+            ]
+            lines += markdown_table(
+                ["twin", "literature BLEU", "sacreBLEU", "chrF", "fit"],
+                [
+                    [
+                        label,
+                        *(
+                            f"{twin['test_2016'][k]:.2f}"
+                            for k in ("bleu_literature", "bleu", "chrf")
+                        ),
+                        f"{twin['fit_seconds'] / 60:.1f} min",
+                    ]
+                    for label, twin in record["twins"].items()
+                ],
+            )
+            lines.append("")
         if "finetune_seconds" in record:
             lines += [
                 f"Its fine-tuning on the gold's pairs took {record['finetune_seconds']} s.",
@@ -578,8 +687,24 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("runs/bench/align"))
     parser.add_argument("--doc", type=Path, default=Path("docs/benchmarks/alignment.md"))
     parser.add_argument(
-        "--fast-align", help="fast_align's binary (default: on PATH or in the venv)"
+        "--finetune-steps",
+        type=int,
+        default=200,
+        help="updates of the released model on the gold's pairs (0: none)",
     )
+    parser.add_argument(
+        "--guided-steps",
+        type=int,
+        default=600,
+        help="updates of each guided-alignment twin (0: no twins)",
+    )
+    parser.add_argument(
+        "--guided-weight",
+        type=float,
+        default=0.5,
+        help="the guided head's weight in the twin that has one",
+    )
+    parser.add_argument("--fast-align", help="fast_align's binary (default: on PATH or the venv)")
     args = parser.parse_args()
     if not (args.gold / SETS[0].links).is_file():
         sys.exit(f"no alignment gold under {args.gold} (make alignment-gold, or --gold)")
