@@ -32,7 +32,7 @@ from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
 from seq2seq.inference.ensemble import load_ensemble, normalized_weights
 from seq2seq.inference.huggingface import is_huggingface_model, looks_like_hub_id
 from seq2seq.inference.released import looks_like_a_name, resolve
-from seq2seq.inference.search import SearchSettings
+from seq2seq.inference.search import SearchSettings, check_search
 from seq2seq.inference.translator import Translation, translate_lines, translate_stream
 from seq2seq.inspection.collect import (
     head_axes,
@@ -276,14 +276,6 @@ class TranslationModel:
         ``layer`` (Transformer): the layer whose mean over heads is aligned (None: the mean
         over every layer)."""
         raise Seq2SeqError(NO_ATTENTION)
-
-
-def check_search(search: SearchSettings) -> None:
-    """Settings no model searches with: one line, before any work."""
-    if search.beam < 1:
-        raise Seq2SeqError(f"beam must be at least 1, got {search.beam}")
-    if not 1 <= search.n_best <= search.beam:
-        raise Seq2SeqError(f"n_best must be in [1, beam {search.beam}], got {search.n_best}")
 
 
 @dataclass(frozen=True)

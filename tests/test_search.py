@@ -4,6 +4,7 @@ import pytest
 import torch
 from host_reads import HostReads
 
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inference.search import (
     BLOCK,
     SearchSettings,
@@ -298,3 +299,17 @@ def test_a_search_step_waits_for_the_device_at_most_twice(beam):
     assert in_search.pop(f"tolist at inference/search.py:{search}") == 2
     assert 0 < in_search.pop("tolist at inference/search.py:_read_ended") <= steps
     assert not in_search
+
+
+@pytest.mark.parametrize(
+    ("search", "message"),
+    [(SearchSettings(beam=2, n_best=3), "n_best must be in [1, beam 2], got 3"),
+     (SearchSettings(beam=0), "beam must be at least 1, got 0")],
+)  # fmt: skip
+def test_a_search_no_model_can_run_is_one_error_wherever_it_is_asked(search, message):
+    """The search checks its settings once (check_search): the same error from the batch
+    function as from the Python API, which calls it before any work."""
+    model, src, src_lens = setup_model()
+    with pytest.raises(Seq2SeqError) as raised:
+        translate_batch(model, src, src_lens, search)
+    assert str(raised.value) == message

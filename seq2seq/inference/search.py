@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from seq2seq.common.errors import Seq2SeqError
 from seq2seq.model import EncoderDecoder, State
 from seq2seq.speedups.beam_shared_source import select_sharing_source
 from seq2seq.speedups.switch import trick_enabled
@@ -41,6 +42,14 @@ class SearchSettings:
 
 
 DEFAULT_SEARCH = SearchSettings()  # the one home of the search defaults: every other reads it
+
+
+def check_search(search: SearchSettings) -> None:
+    """Settings no model searches with: one line, before any work."""
+    if search.beam < 1:
+        raise Seq2SeqError(f"beam must be at least 1, got {search.beam}")
+    if not 1 <= search.n_best <= search.beam:
+        raise Seq2SeqError(f"n_best must be in [1, beam {search.beam}], got {search.n_best}")
 
 
 @dataclass
@@ -122,9 +131,8 @@ def translate_batch(
     need_weights: bool = False,
 ) -> list[list[Hypothesis]]:
     """The ``search.n_best`` translations of each sentence in src [B, S] (best first)."""
+    check_search(search)
     K, n_best, alpha = search.beam, search.n_best, search.length_penalty
-    if not 1 <= n_best <= K:
-        raise ValueError(f"n_best must be between 1 and beam={K}, got {n_best}")
     max_lens = max_output_lengths(src_lens, search.max_len_ratio, search.max_len_offset)
     state = model.start(model.encode(src, src_lens))
     select = row_selection(src.device)
