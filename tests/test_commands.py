@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from cli_errors import cli_error
 
+from seq2seq.commands.decoding import DecodeSettings, search_options
 from seq2seq.commands.main import build_parser, main
-from seq2seq.inference.decoding import DecodeSettings, search_options
 from seq2seq.inference.released import MODELS_ENV
 from seq2seq.inference.search import SearchSettings
 from seq2seq.translation_model import TranslationModel

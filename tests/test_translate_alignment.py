@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import seq2seq
+from seq2seq.commands.decoding import BEAM_SEARCH, ModelSettings
 from seq2seq.commands.model import open_model
 from seq2seq.common.errors import Seq2SeqError
-from seq2seq.inference.decoding import BEAM_SEARCH, ModelSettings
 from seq2seq.serve.engine import Engine, SearchKey, Sentence
 from seq2seq.translation_model import Aligned
 

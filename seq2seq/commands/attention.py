@@ -7,16 +7,16 @@ from __future__ import annotations
 import sys
 from typing import Annotated, Literal
 
-from seq2seq.commands.options import check_output_folder, check_parallel, command
-from seq2seq.common.errors import DataError, Seq2SeqError, UsageError
-from seq2seq.common.ranges import Range
-from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
-from seq2seq.inference.decoding import (
+from seq2seq.commands.decoding import (
     DecodeSettings,
     check_ensemble_weights,
     released_list,
     search_options,
 )
+from seq2seq.commands.options import check_output_folder, check_parallel, command
+from seq2seq.common.errors import DataError, Seq2SeqError, UsageError
+from seq2seq.common.ranges import Range
+from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
 from seq2seq.inference.released import resolve
 from seq2seq.text.lines import read_lines
 from seq2seq.translation_model import CheckpointModel, load

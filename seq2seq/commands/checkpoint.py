@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from seq2seq.commands.decoding import released_list
 from seq2seq.commands.options import check_output_file, check_output_folder, command
 from seq2seq.common.errors import UsageError
 from seq2seq.inference.checkpoint import (
@@ -17,7 +18,6 @@ from seq2seq.inference.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from seq2seq.inference.decoding import released_list
 from seq2seq.inference.export import Quantization
 from seq2seq.inference.huggingface import is_huggingface_model
 from seq2seq.inference.released import resolve

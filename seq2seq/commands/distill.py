@@ -14,16 +14,16 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from seq2seq.commands.model import open_model
-from seq2seq.commands.options import check_parallel, command
-from seq2seq.common.atomic import atomic_folder
-from seq2seq.common.errors import DataError, OutputError, UsageError
-from seq2seq.inference.decoding import (
+from seq2seq.commands.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
     DecodeSettings,
     ModelSettings,
 )
+from seq2seq.commands.model import open_model
+from seq2seq.commands.options import check_parallel, command
+from seq2seq.common.atomic import atomic_folder
+from seq2seq.common.errors import DataError, OutputError, UsageError
 from seq2seq.text.lines import iter_lines
 from seq2seq.translation_model import TranslationModel
 

@@ -6,7 +6,7 @@ translate by one path."""
 
 from __future__ import annotations
 
-from seq2seq.inference.decoding import (
+from seq2seq.commands.decoding import (
     DecodeSettings,
     ModelSettings,
     check_model_options,

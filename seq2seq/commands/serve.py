@@ -9,16 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from seq2seq.commands.model import open_model
-from seq2seq.commands.options import command
-from seq2seq.common.errors import Seq2SeqError
-from seq2seq.common.ranges import Range
-from seq2seq.inference.decoding import (
+from seq2seq.commands.decoding import (
     BEAM_SEARCH,
     NO_MODEL,
     DecodeSettings,
     ModelSettings,
 )
+from seq2seq.commands.model import open_model
+from seq2seq.commands.options import command
+from seq2seq.common.errors import Seq2SeqError
+from seq2seq.common.ranges import Range
 from seq2seq.inference.released import looks_like_a_name
 
 SERVE_PACKAGES = {"fastapi", "starlette", "pydantic", "uvicorn"}  # the `serve` extra

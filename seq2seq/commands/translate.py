@@ -17,6 +17,13 @@ from typing import Annotated
 
 import torch
 
+from seq2seq.commands.decoding import (
+    BEAM_SEARCH,
+    NO_MODEL,
+    DecodeSettings,
+    ModelSettings,
+    check_model_options,
+)
 from seq2seq.commands.model import open_model
 from seq2seq.commands.options import (
     check_input_file,
@@ -27,13 +34,6 @@ from seq2seq.commands.options import (
 from seq2seq.common.atomic import atomic_output, write_atomically
 from seq2seq.common.errors import OutputError, UsageError
 from seq2seq.common.ranges import Range
-from seq2seq.inference.decoding import (
-    BEAM_SEARCH,
-    NO_MODEL,
-    DecodeSettings,
-    ModelSettings,
-    check_model_options,
-)
 from seq2seq.inference.translator import Translation
 from seq2seq.inspection.word_alignments import format_pharaoh
 from seq2seq.text.arriving_lines import arriving_lines
