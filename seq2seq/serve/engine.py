@@ -115,7 +115,7 @@ class Engine:
 
 
 def _attention_map(sentence: SentenceAttention) -> dict[str, Any]:
-    """The pieces and weights of one hypothesis (see ``schema.AttentionMap``)."""
+    """The pieces and weights of one hypothesis (see ``schema.HypothesisAttention``)."""
     grid = as_layers_heads(sentence.weights).permute(1, 2, 0, 3)  # [L, H, T, S]
     return {
         "source": sentence.src_pieces,

@@ -66,7 +66,7 @@ def request_model(limits: Limits) -> type[TranslateRequestBase]:
     return TranslateRequest
 
 
-class AttentionMap(BaseModel):
+class HypothesisAttention(BaseModel):
     """What the decoder attended to while writing one hypothesis."""
 
     source: list[str] = Field(description="source pieces, the last one </s> [S]")
@@ -85,7 +85,7 @@ class Hypothesis(BaseModel):
     alignment: str | None = Field(
         None, description="Pharaoh links source-target between words (with alignment: true)"
     )
-    attention: AttentionMap | None = Field(None, description="with attention: true")
+    attention: HypothesisAttention | None = Field(None, description="with attention: true")
 
 
 class SentenceTranslation(BaseModel):
