@@ -144,7 +144,7 @@ aligners: $(STAMP)
 	@if [ ! -x $(BIN)/fast_align ]; then rm -rf build/fast_align && \
 	  git clone --quiet --depth 1 $(FAST_ALIGN_REPO) build/fast_align && \
 	  cmake -S build/fast_align -B build/fast_align/build -DCMAKE_BUILD_TYPE=Release > /dev/null && \
-	  $(MAKE) -C build/fast_align/build --no-print-directory fast_align > /dev/null && \
+	  cmake --build build/fast_align/build --target fast_align > /dev/null && \
 	  cp build/fast_align/build/fast_align $(BIN)/fast_align && echo "built $(BIN)/fast_align"; fi
 
 alignment-gold:
