@@ -29,6 +29,8 @@ _EXPORTS = {  # name -> the module that defines it
     "load": "seq2seq.translation_model",
     "TranslationModel": "seq2seq.translation_model",
     "AttentionMaps": "seq2seq.inspection.sentence",
+    "Aligned": "seq2seq.translation_model",
+    "Extraction": "seq2seq.inspection.extraction",
     "Evaluation": "seq2seq.translation_model",
     "SearchSettings": "seq2seq.inference.search",
     "Recaser": "seq2seq.text.casing",
@@ -50,12 +52,14 @@ if TYPE_CHECKING:
     from seq2seq.commands.fit import fit as fit
     from seq2seq.common.errors import Seq2SeqError as Seq2SeqError
     from seq2seq.inference.search import SearchSettings as SearchSettings
+    from seq2seq.inspection.extraction import Extraction as Extraction
     from seq2seq.inspection.heatmap import heatmap as heatmap
     from seq2seq.inspection.sentence import AttentionMaps as AttentionMaps
     from seq2seq.masking import masked_softmax as masked_softmax
     from seq2seq.masking import sequence_mask as sequence_mask
     from seq2seq.text.casing import Recaser as Recaser
     from seq2seq.transformer import sinusoidal_table as sinusoidal_table
+    from seq2seq.translation_model import Aligned as Aligned
     from seq2seq.translation_model import Evaluation as Evaluation
     from seq2seq.translation_model import TranslationModel as TranslationModel
     from seq2seq.translation_model import load as load

@@ -23,6 +23,7 @@ import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -40,7 +41,7 @@ from seq2seq.inspection.collect import (
     reference_attention,
     translation_attention,
 )
-from seq2seq.inspection.extraction import Extraction, extracted_links
+from seq2seq.inspection.extraction import MEAN_ARGMAX, Extraction, extracted_links
 from seq2seq.inspection.maps import check_layer_choice
 from seq2seq.inspection.sentence import AttentionMaps, attention_of
 from seq2seq.inspection.word_alignments import Method, format_pharaoh
@@ -128,13 +129,14 @@ class TranslationModel:
         lines: Iterable[str | None],
         progress: bool = False,
         search: SearchSettings | None = None,
-        alignment: bool = False,
+        alignment: bool | Extraction = False,
     ) -> Iterator[Translation]:
         """The translations of ``lines`` as they come, in input order, translated in chunks
         (a ``None`` in ``lines``: the input paused, so the chunk ends early); with
-        ``alignment``, each hypothesis's word links (``Translation.alignments``)."""
-        self._check_alignment(alignment)
-        translations = self._stream(lines, progress, search or self.search, alignment)
+        ``alignment``, each hypothesis's word links (``Translation.alignments``): True reads
+        them from the mean attention, an ``Extraction`` as it says."""
+        extraction = self._extraction(alignment)
+        translations = self._stream(lines, progress, search or self.search, extraction)
         return map(self._recased, translations)
 
     def translate_all(
@@ -142,18 +144,24 @@ class TranslationModel:
         lines: Sequence[str],
         progress: bool = False,
         search: SearchSettings | None = None,
-        alignment: bool = False,
+        alignment: bool | Extraction = False,
     ) -> list[Translation]:
         """Every line's ``Translation`` (its n-best hypotheses and scores, and with
-        ``alignment`` their word links), in order."""
-        self._check_alignment(alignment)
-        translations = self._translate_all(lines, progress, search or self.search, alignment)
+        ``alignment`` their word links, as ``stream`` reads them), in order."""
+        extraction = self._extraction(alignment)
+        translations = self._translate_all(lines, progress, search or self.search, extraction)
         return [self._recased(translation) for translation in translations]
 
-    def _check_alignment(self, alignment: bool) -> None:
-        """Word links come from attention, which an export does not keep."""
-        if alignment and self.heads is None:
+    def _extraction(self, alignment: bool | Extraction) -> Extraction | None:
+        """How word links are read (None: not at all), checked before any work: links come
+        from attention, which an export does not keep, and a layer must exist."""
+        if alignment is False:
+            return None
+        if self.heads is None:
             raise Seq2SeqError(NO_ATTENTION)
+        extraction = MEAN_ARGMAX if alignment is True else alignment
+        check_layer_choice(extraction.layer, self.heads)
+        return extraction
 
     def _batching(self, progress: bool) -> dict[str, Any]:
         """How the translators batch and cut sources, as their keywords."""
@@ -161,16 +169,24 @@ class TranslationModel:
                 "progress": progress}  # fmt: skip
 
     def _stream(
-        self, lines: Iterable[str | None], progress: bool, search: SearchSettings, alignment: bool
+        self,
+        lines: Iterable[str | None],
+        progress: bool,
+        search: SearchSettings,
+        extraction: Extraction | None,
     ) -> Iterator[Translation]:
         """``stream`` before recasing: the model's own output."""
         raise NotImplementedError
 
     def _translate_all(
-        self, lines: Sequence[str], progress: bool, search: SearchSettings, alignment: bool
+        self,
+        lines: Sequence[str],
+        progress: bool,
+        search: SearchSettings,
+        extraction: Extraction | None,
     ) -> list[Translation]:
         """``translate_all`` before recasing."""
-        return list(self._stream(lines, progress, search, alignment))
+        return list(self._stream(lines, progress, search, extraction))
 
     def _recased(self, translation: Translation) -> Translation:
         """``translation`` with every hypothesis's text recased (unchanged without a
@@ -195,12 +211,14 @@ class TranslationModel:
         self,
         lines: str | Sequence[str],
         progress: bool = False,
-        alignment: bool = False,
+        alignment: bool | Extraction = False,
         **search: Any,
     ) -> Any:
         """Translate a sentence (a string back) or a list of them (a list back, in order;
         with ``n_best`` > 1, a list of each line's n best). With ``alignment``, each
-        translation comes as an ``Aligned`` (its text and word links). Keywords change the
+        translation comes as an ``Aligned`` (its text and word links: True reads them from the
+        mean attention over layers and heads, an ``Extraction`` from the map, step and rule
+        it names). Keywords change the
         search for this call: ``beam``, ``n_best``, ``length_penalty``, ``max_len_ratio``,
         ``max_len_offset``, ``bf16``."""
         settings = self.searching(**search)
@@ -306,23 +324,33 @@ class CheckpointModel(TranslationModel):
         return search
 
     def _stream(
-        self, lines: Iterable[str | None], progress: bool, search: SearchSettings, alignment: bool
+        self,
+        lines: Iterable[str | None],
+        progress: bool,
+        search: SearchSettings,
+        extraction: Extraction | None,
     ) -> Iterator[Translation]:
-        finish = self._aligned if alignment else None
+        finish = None if extraction is None else partial(self._aligned, extraction=extraction)
         return translate_stream(
             self.trained, lines, search, **self._batching(progress), finish=finish
         )
 
     def _translate_all(
-        self, lines: Sequence[str], progress: bool, search: SearchSettings, alignment: bool
+        self,
+        lines: Sequence[str],
+        progress: bool,
+        search: SearchSettings,
+        extraction: Extraction | None,
     ) -> list[Translation]:
         """Batched by length over all of ``lines`` at once, not chunk by chunk."""
         translations = translate_lines(self.trained, lines, search, **self._batching(progress))
-        return self._aligned(translations) if alignment else translations
+        return translations if extraction is None else self._aligned(translations, extraction)
 
-    def _aligned(self, translations: list[Translation]) -> list[Translation]:
-        """``translations`` with every hypothesis's word links: its attention when
-        teacher-forced (as ``attention`` and the server read it), argmax per target word."""
+    def _aligned(
+        self, translations: list[Translation], extraction: Extraction
+    ) -> list[Translation]:
+        """``translations`` with every hypothesis's word links, read by ``extraction`` from
+        its attention when teacher-forced (as ``attention`` and the server read it)."""
         found = hypotheses_attention(
             self.trained, translations, max_tokens=self.max_tokens,
             max_source_len=self.max_source_len,
@@ -331,7 +359,7 @@ class CheckpointModel(TranslationModel):
             dataclasses.replace(
                 translation,
                 alignments=[
-                    extracted_links(found[i, k]) if (i, k) in found else []
+                    extracted_links(found[i, k], extraction) if (i, k) in found else []
                     for k in range(len(translation.hypotheses))
                 ],
             )  # fmt: skip
@@ -396,7 +424,11 @@ class ExportModel(TranslationModel):
         return len(self.exported.src.encode(text))
 
     def _stream(
-        self, lines: Iterable[str | None], progress: bool, search: SearchSettings, alignment: bool
+        self,
+        lines: Iterable[str | None],
+        progress: bool,
+        search: SearchSettings,
+        extraction: Extraction | None,
     ) -> Iterator[Translation]:
         from seq2seq.inference.ct2_translate import translate_stream_ct2
 

@@ -12,6 +12,7 @@ import seq2seq
 from seq2seq.commands.decoding import BEAM_SEARCH, ModelSettings
 from seq2seq.commands.model import open_model
 from seq2seq.common.errors import Seq2SeqError
+from seq2seq.inspection.extraction import Extraction
 from seq2seq.serve.engine import Engine, SearchKey, Sentence
 from seq2seq.translation_model import Aligned
 
@@ -71,3 +72,24 @@ def test_align_gives_the_links_of_forced_decoding(checkpoint):
         assert within_words(links[k], sources[k], targets[k]) and links[k]
     with pytest.raises(Seq2SeqError, match="2 sources but 1 targets"):
         model.align(sources[:2], targets[:1])
+
+
+def test_the_alignment_options_choose_the_map_and_step_the_links_are_read_from(
+    trained_transformer, run_here
+):
+    lines = [line for line in LINES if line]
+    done = run_here("translate", "--ckpt", str(trained_transformer), "--alignment",
+                    "--alignment-layer", "1", "--alignment-head", "0", "--alignment-shift",
+                    stdin="\n".join(lines) + "\n")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    model = open_model("translate", ModelSettings(ckpt=[str(trained_transformer)]), BEAM_SEARCH)
+    chosen = Extraction(layer=1, head=0, shift=True)
+    expected = model.translate(lines, alignment=chosen)
+    assert done.stdout.splitlines() == [f"{a.text} ||| {a.pharaoh()}" for a in expected]
+    assert expected != model.translate(lines, alignment=True)  # another map, other links
+
+
+def test_alignment_options_without_alignment_are_refused(trained_transformer, run_here):
+    done = run_here("translate", "--ckpt", str(trained_transformer), "--alignment-shift",
+                    stdin="one\n")  # fmt: skip
+    assert done.returncode == 2 and "give --alignment too" in done.stderr and not done.stdout

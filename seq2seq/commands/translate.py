@@ -35,6 +35,7 @@ from seq2seq.common.atomic import atomic_output, write_atomically
 from seq2seq.common.errors import OutputError, UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.translator import Translation
+from seq2seq.inspection.extraction import Extraction
 from seq2seq.inspection.word_alignments import format_pharaoh
 from seq2seq.text.arriving_lines import arriving_lines
 from seq2seq.text.lines import iter_lines, read_lines
@@ -48,6 +49,9 @@ def translate(
     output: str | None = None,
     n_best: Annotated[int, Range(1)] = 1,
     alignment: bool = False,
+    alignment_layer: int | None = None,
+    alignment_head: Annotated[int, Range(0)] | None = None,
+    alignment_shift: bool = False,
     progress: bool = False,
 ) -> None:
     """Translate text with a checkpoint, line by line.
@@ -65,8 +69,14 @@ def translate(
         output: where to write translations (default: stdout)
         n_best: print N hypotheses per line (index, score, text), at most --beam
         alignment: follow each translation with " ||| " and its word alignment, Pharaoh
-            links source-target (0-indexed, words split on spaces), as `attention` reads
-            them from the mean attention over layers and heads
+            links source-target (0-indexed, words split on spaces), read as `attention`
+            reads them: from the mean attention over layers and heads unless the next
+            three options choose
+        alignment_layer: read the links from this decoder layer's mean over its heads
+            (negative counts from the last; a Transformer's)
+        alignment_head: from this head of --alignment-layer alone
+        alignment_shift: from the step that has each target piece as its input (Shift-Att,
+            Chen et al. 2020), not the step that writes it
         progress: show a progress bar on stderr
     """
     if n_best > decode.beam:
@@ -76,9 +86,10 @@ def translate(
     check_model_options("translate", model)  # the cheap checks before any work
     check_input_file(input)
     check_output_file(output)
+    extraction = alignment_extraction(alignment, alignment_layer, alignment_head, alignment_shift)
     opened = open_model("translate", model, decode, n_best)  # before reading
     lines = iter_lines(input) if input else arriving_lines(sys.stdin.buffer)
-    translations = opened.stream(lines, progress, alignment=alignment)
+    translations = opened.stream(lines, progress, alignment=extraction or False)
     if not output:
         _write_to_stdout(translations, n_best)
         return
@@ -88,6 +99,23 @@ def translate(
             out.write(_format(i, translation, n_best))
         out.flush()
         out.detach()
+
+
+def alignment_extraction(
+    alignment: bool, layer: int | None, head: int | None, shift: bool
+) -> Extraction | None:
+    """The extraction the --alignment options choose (None: no links), checked before any
+    work: the choice needs --alignment, and a head its layer."""
+    if not alignment:
+        if layer is not None or head is not None or shift:
+            raise UsageError(
+                "--alignment-layer, --alignment-head and --alignment-shift "
+                "choose how --alignment reads links: give --alignment too"
+            )
+        return None
+    if head is not None and layer is None:
+        raise UsageError("--alignment-head chooses a head of --alignment-layer: give the layer")
+    return Extraction(layer=layer, head=head, shift=shift)
 
 
 def _format(index: int, translation: Translation, n_best: int) -> str:
