@@ -41,7 +41,7 @@ from seq2seq.inference.batching import TokenBucketBatchSampler, collate
 from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.translator import Translation, translate_lines
-from seq2seq.inspection.maps import normalize_rows, summary_map
+from seq2seq.inspection.maps import step_map
 from seq2seq.text.words import merge_to_words, word_spans, words
 
 EOS_LABEL = "</s>"
@@ -224,18 +224,38 @@ def translation_attention(
     translations = translate_lines(
         trained, sources, search, max_tokens, progress=progress, max_source_len=max_source_len
     )
-    src_ids = [ids[:max_source_len] for ids in trained.vocab.src.encode_batch(sources)]
-    tgt_ids = [t.hypotheses[0].tokens for t in translations]
-    texts = [(t.source, t.text) for t in translations]
+    best = [(i, 0) for i in range(len(translations))]
+    return _forced_hypotheses(trained, translations, best, max_tokens, max_source_len, progress)
+
+
+def _forced_hypotheses(
+    trained: Trained,
+    translations: Sequence[Translation],
+    wanted: Sequence[tuple[int, int]],
+    max_tokens: int,
+    max_source_len: int,
+    progress: bool = False,
+) -> Generator[SentenceAttention, None, None]:
+    """Each (sentence, hypothesis) of ``wanted`` teacher-forced on its source, cut to
+    ``max_source_len`` pieces as the translator cut it; ``index``: its position in
+    ``wanted``."""
+    sources = trained.vocab.src.encode_batch([translations[i].source for i, _ in wanted])
+    src_ids = [ids[:max_source_len] for ids in sources]
+    tgt_ids = [translations[i].hypotheses[k].tokens for i, k in wanted]
+    texts = [(translations[i].source, translations[i].texts[k]) for i, k in wanted]
     return forced_attention(trained, src_ids, tgt_ids, texts, max_tokens, progress)
 
 
 def word_attention(
-    sentence: SentenceAttention, layer: int | None
+    sentence: SentenceAttention,
+    layer: int | None,
+    head: int | None = None,
+    shift: bool = False,
 ) -> tuple[Tensor, Tensor, list[str]]:
-    """(piece rows [T_i - 1, S_i] normalized, without the target EOS row; word map [Tw, Sw]
-    without either EOS; the source words)."""
-    rows = normalize_rows(summary_map(sentence.weights, layer)[:-1])
+    """(piece rows [T_i - 1, S_i] normalized, one per target piece: ``maps.step_map`` of
+    ``layer``, ``head`` and ``shift``; word map [Tw, Sw] without either EOS; the source
+    words)."""
+    rows = step_map(sentence.weights, layer, head, shift)
     src, tgt = sentence.src_pieces[:-1], sentence.tgt_pieces[:-1]
     word_map = merge_to_words(rows[:, :-1], word_spans(tgt), word_spans(src))
     return rows, word_map, words(src)
@@ -256,9 +276,5 @@ def hypotheses_attention(
     wanted = [(i, k) for i, k in wanted if translations[i].source.strip()]
     if not wanted:
         return {}
-    sources = trained.vocab.src.encode_batch([translations[i].source for i, _ in wanted])
-    src_ids = [ids[:max_source_len] for ids in sources]
-    tgt_ids = [translations[i].hypotheses[k].tokens for i, k in wanted]
-    texts = [(translations[i].source, translations[i].texts[k]) for i, k in wanted]
-    stream = forced_attention(trained, src_ids, tgt_ids, texts, max_tokens)
+    stream = _forced_hypotheses(trained, translations, wanted, max_tokens, max_source_len)
     return {wanted[sentence.index]: sentence for sentence in stream}

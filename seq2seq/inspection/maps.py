@@ -57,6 +57,26 @@ def summary_map(weights: Tensor, layer: int | None = None) -> Tensor:
     return grid[:, check_layer(layer, grid.size(1))].mean(dim=1)
 
 
+def step_map(
+    weights: Tensor, layer: int | None = None, head: int | None = None, shift: bool = False
+) -> Tensor:
+    """[T + 1, *heads, S] (rows: each target piece's step, then EOS's) -> [T, S]: one row per
+    target piece, each a distribution. The map: ``summary_map``'s, or one ``head`` of
+    ``layer``; the step: the piece's own, or with ``shift`` the next one, which has the
+    piece as its input (Shift-Att, Chen et al. 2020)."""
+    if head is None:
+        summary = summary_map(weights, layer)
+    else:
+        if layer is None:
+            raise Seq2SeqError("a head is chosen within a layer: give the layer too")
+        grid = as_layers_heads(weights).float()  # [T + 1, L, H, S]
+        layer = check_layer(layer, grid.size(1))
+        if not -grid.size(2) <= head < grid.size(2):
+            raise Seq2SeqError(f"head {head} does not exist: {grid.size(2)} heads")
+        summary = grid[:, layer, head]
+    return normalize_rows(summary[1:] if shift else summary[:-1])
+
+
 def normalize_rows(weights: Tensor) -> Tensor:
     """Each row [..., S] divided by its sum; rows without mass stay zero.
 
