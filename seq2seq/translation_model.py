@@ -153,13 +153,16 @@ class TranslationModel:
         return [self._recased(translation) for translation in translations]
 
     def _extraction(self, alignment: bool | Extraction) -> Extraction | None:
-        """How word links are read (None: not at all), checked before any work: links come
-        from attention, which an export does not keep, and a layer must exist."""
+        """How word links are read (None: not at all), checked before any work."""
         if alignment is False:
             return None
+        return self._checked(MEAN_ARGMAX if alignment is True else alignment)
+
+    def _checked(self, extraction: Extraction) -> Extraction:
+        """``extraction``, if this model can give it: links come from attention, which an
+        export does not keep, and a chosen layer must exist."""
         if self.heads is None:
             raise Seq2SeqError(NO_ATTENTION)
-        extraction = MEAN_ARGMAX if alignment is True else alignment
         check_layer_choice(extraction.layer, self.heads)
         return extraction
 
@@ -251,7 +254,16 @@ class TranslationModel:
         layers and heads, or ``layer``'s mean over its heads, or its ``head``; ``shift``:
         from the step that has the target piece as its input (Shift-Att); ``method``:
         argmax, or threshold (0.3). See ``inspection.extraction``."""
-        raise Seq2SeqError(NO_ATTENTION)
+        extraction = self._checked(Extraction(layer, head, shift, method))
+        if len(sources) != len(targets):
+            raise DataError(f"{len(sources)} sources but {len(targets)} targets")
+        return self._forced_links(sources, targets, extraction)
+
+    def _forced_links(
+        self, sources: Sequence[str], targets: Sequence[str], extraction: Extraction
+    ) -> list[list[tuple[int, int]]]:
+        """``align`` once its arguments are checked (a model that keeps attention)."""
+        raise NotImplementedError
 
     def score(
         self,
@@ -366,19 +378,9 @@ class CheckpointModel(TranslationModel):
             for i, translation in enumerate(translations)
         ]
 
-    def align(
-        self,
-        sources: Sequence[str],
-        targets: Sequence[str],
-        layer: int | None = None,
-        head: int | None = None,
-        shift: bool = False,
-        method: Method = "argmax",
+    def _forced_links(
+        self, sources: Sequence[str], targets: Sequence[str], extraction: Extraction
     ) -> list[list[tuple[int, int]]]:
-        check_layer_choice(layer, self.heads)
-        extraction = Extraction(layer, head, shift, method)
-        if len(sources) != len(targets):
-            raise DataError(f"{len(sources)} sources but {len(targets)} targets")
         links: list[list[tuple[int, int]]] = [[] for _ in sources]
         pairs = [i for i, pair in enumerate(zip(sources, targets, strict=True)) if all(
             side.strip() for side in pair)]  # fmt: skip
