@@ -16,7 +16,7 @@ SENTENCES = ["the dog runs", "a small cat sits", "on the red house", "under a bi
 def test_workers_leave_ctrl_c_to_the_parent():
     """A terminal's Ctrl-C reaches every process of the group: the workers go on (no
     traceback of theirs), and the parent, which takes the signal, ends them."""
-    model = Tokenizer.train(SENTENCES * 10, VocabSettings(vocab_size=300)).to_bytes()
+    model = Tokenizer.train(SENTENCES * 10, VocabSettings(vocab_size=300))
     batch = (["the dog sits"], ["a red cat"])
     with EncodePool(model, model, processes=2) as pool:
         expected = list(pool.encode([batch]))
@@ -34,7 +34,7 @@ def test_a_ctrl_c_while_the_workers_start_ends_none_of_them():
     """Workers ignore Ctrl-C from the moment they are forked, not only once their start-up
     code has run: a Ctrl-C in between used to end one with a traceback (and could hang the
     pool). The window is short, so the test tries it ten times."""
-    model = Tokenizer.train(SENTENCES * 10, VocabSettings(vocab_size=300)).to_bytes()
+    model = Tokenizer.train(SENTENCES * 10, VocabSettings(vocab_size=300))
     batch = (["the dog sits"], ["a red cat"])
     for _ in range(10):
         with EncodePool(model, model, processes=2) as pool:

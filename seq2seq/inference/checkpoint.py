@@ -30,7 +30,7 @@ from seq2seq.common.errors import CheckpointError
 from seq2seq.inference.search import SearchSettings
 from seq2seq.inference.upgrade import upgraded_payload
 from seq2seq.model import EncoderDecoder, VocabSpec
-from seq2seq.text.tokenizer import Vocabulary
+from seq2seq.text.tokenizer import AnyVocabulary, vocabulary_from_state
 
 CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the toolkit's Payload
 
@@ -38,7 +38,7 @@ CHECKPOINT_KEY = "seq2seq"  # where a checkpoint keeps the toolkit's Payload
 class Payload(TypedDict, total=False):
     """What a checkpoint keeps under ``CHECKPOINT_KEY``, beside Lightning's own entries."""
 
-    vocab: dict[str, Any]  # Vocabulary.to_state(): the SentencePiece models
+    vocab: dict[str, Any]  # the vocabulary's to_state()
     config: str | None  # the run's YAML config, as LightningCLI dumped it
     search: dict[str, Any]  # asdict(SearchSettings): the run's test search, the commands' default
     rng: dict[str, Any]  # torch and Python random states, to resume a run where it stopped
@@ -57,7 +57,7 @@ class Trained:
     the search that config set for its test (what the commands start from)."""
 
     model: EncoderDecoder
-    vocab: Vocabulary
+    vocab: AnyVocabulary
     config: dict[str, Any]
     search: SearchSettings = SearchSettings()
 
@@ -163,7 +163,7 @@ def load_trained(path: str | Path) -> Trained:
     if not stored.get("config"):
         raise CheckpointError(f"{path} holds no run config; was it written by `seq2seq fit`?")
     config = yaml.safe_load(stored["config"])
-    vocab = Vocabulary.from_state(stored["vocab"])
+    vocab = vocabulary_from_state(stored["vocab"])
     model = build_model(config, vocab.spec)
     weights = {
         key[len(MODEL_PREFIX) :]: value

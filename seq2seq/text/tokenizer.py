@@ -31,6 +31,7 @@ import sentencepiece as spm
 from seq2seq.common.atomic import write_atomically
 from seq2seq.common.errors import CheckpointError, DataError
 from seq2seq.common.interruptible import call_interruptibly
+from seq2seq.text.marian_vocabulary import MARIAN_FORMAT, MarianVocabulary
 from seq2seq.text.spec import VocabSpec
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -90,6 +91,10 @@ class Tokenizer:
                 f"SentencePiece model has special ids {specials}, expected (0, 1, 2, 3)"
             )
         self._model = model
+
+    def __reduce__(self) -> tuple[type[Tokenizer], tuple[bytes]]:
+        """Pickled as its model's bytes (a SentencePiece processor does not pickle)."""
+        return Tokenizer, (self._model,)
 
     @classmethod
     def train(cls, sentences: Iterable[str], settings: VocabSettings) -> Tokenizer:
@@ -296,3 +301,15 @@ def load_or_train_vocabulary(
         folder,
     )
     return vocab
+
+
+# What a model's text goes through: seq2seq's own SentencePiece models, or the tokenizer of
+# a MarianMT model it was opened from (its own piece table: text/marian_vocabulary.py).
+AnyVocabulary = Vocabulary | MarianVocabulary
+
+
+def vocabulary_from_state(state: dict[str, Any]) -> AnyVocabulary:
+    """The vocabulary a checkpoint stored (``to_state`` of either kind)."""
+    if isinstance(state, dict) and state.get("format") == MARIAN_FORMAT:
+        return MarianVocabulary.from_state(state)
+    return Vocabulary.from_state(state)

@@ -31,7 +31,7 @@ from seq2seq.batch import Batch
 from seq2seq.common.errors import DataError, Seq2SeqError, UsageError
 from seq2seq.inference.batching import collate
 from seq2seq.text.lines import read_lines
-from seq2seq.text.tokenizer import Vocabulary
+from seq2seq.text.tokenizer import AnyVocabulary
 from seq2seq.text.words import word_spans
 
 WordLink = tuple[int, int]  # (source word, target word)
@@ -92,7 +92,7 @@ class GuidedCollate:
     links, found by the row's number in its split. Picklable: DataLoader workers run it."""
 
     links: list[list[WordLink]]
-    vocab: Vocabulary
+    vocab: AnyVocabulary
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> Batch:
         spec = self.vocab.spec

@@ -26,7 +26,7 @@ from seq2seq.inference.search import DEFAULT_SEARCH, SearchSettings, translate_b
 from seq2seq.model import EncoderDecoder, VocabSpec
 from seq2seq.speedups.cpu_dropout import cpu_dropouts
 from seq2seq.text.metrics import literature_bleu, score_corpus
-from seq2seq.text.tokenizer import Vocabulary
+from seq2seq.text.tokenizer import AnyVocabulary, vocabulary_from_state
 from seq2seq.training.epoch_metrics import Perplexity, SplitTranslations
 from seq2seq.training.freezing import Part
 from seq2seq.training.freezing import freeze as freeze_parts
@@ -135,7 +135,7 @@ class TranslationTask(pl.LightningModule):
     def __init__(
         self,
         model: Callable[[VocabSpec], EncoderDecoder],
-        vocab: Vocabulary,
+        vocab: AnyVocabulary,
         label_smoothing: Annotated[float, Range(0, 1, below=True)] = 0.1,
         lr: Annotated[float, Range(0, above=True)] = 5e-4,
         betas: tuple[float, float] = (0.9, 0.98),
@@ -397,7 +397,7 @@ class TranslationTask(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         stored: Payload = checkpoint.get(CHECKPOINT_KEY, {})
         if stored.get("vocab") != self.vocab.to_state():
-            spec = Vocabulary.from_state(stored["vocab"]).spec if "vocab" in stored else None
+            spec = vocabulary_from_state(stored["vocab"]).spec if "vocab" in stored else None
             theirs, ours = _sizes(spec), _sizes(self.vocab.spec)
             sizes = (
                 f"{theirs} in the checkpoint, {ours} from the data"

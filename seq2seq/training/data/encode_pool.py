@@ -1,8 +1,9 @@
-"""Encoding batches of sentence pairs with SentencePiece, on worker processes.
+"""Encoding batches of sentence pairs with the vocabulary's two sides, on worker processes.
 
 Workers are forked (spawned where fork does not exist): a spawned worker would import the
 caller's main module again, which breaks scripts without a ``__main__`` guard. They
-receive the models once, as bytes, and run nothing but SentencePiece and NumPy; they ignore
+receive the two sides once (a side pickles as its SentencePiece model's bytes) and run
+nothing but their ``encode_batch`` and NumPy; they ignore
 Ctrl-C, which the parent takes, and end on the SIGTERM it sends.
 Batches go out and come back in order, at most ``2 * processes`` in flight, so memory is
 bounded by the batch size, not the corpus. A batch comes back as flat int32 arrays:
@@ -19,16 +20,23 @@ import multiprocessing.pool
 import signal
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
+from typing import Protocol
 
 import numpy as np
-import sentencepiece as spm
 
 Encoded = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 Pairs = tuple[list[str], list[str]]
 
-_worker_models: tuple[spm.SentencePieceProcessor, spm.SentencePieceProcessor] | None = None
+
+class Encoder(Protocol):
+    """One side of a vocabulary, as the pool uses it (``Tokenizer``, ``MarianSide``)."""
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
+
+
+_worker_sides: tuple[Encoder, Encoder] | None = None
 
 
 def _flat(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -38,11 +46,9 @@ def _flat(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return lengths, flat
 
 
-def encode_pairs(
-    pairs: Pairs, src: spm.SentencePieceProcessor, tgt: spm.SentencePieceProcessor
-) -> Encoded:
+def encode_pairs(pairs: Pairs, src: Encoder, tgt: Encoder) -> Encoded:
     """One batch of (source sentences, target sentences) -> ``Encoded``."""
-    return (*_flat(src.encode(pairs[0])), *_flat(tgt.encode(pairs[1])))
+    return (*_flat(src.encode_batch(pairs[0])), *_flat(tgt.encode_batch(pairs[1])))
 
 
 def leave_signals_to_the_parent() -> None:
@@ -52,18 +58,15 @@ def leave_signals_to_the_parent() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _start_worker(src_model: bytes, tgt_model: bytes) -> None:
-    global _worker_models
+def _start_worker(src: Encoder, tgt: Encoder) -> None:
+    global _worker_sides
     leave_signals_to_the_parent()  # Ctrl-C stops the parent, which ends the workers
-    _worker_models = (
-        spm.SentencePieceProcessor(model_proto=src_model),
-        spm.SentencePieceProcessor(model_proto=tgt_model),
-    )
+    _worker_sides = (src, tgt)
 
 
 def _encode_in_worker(pairs: Pairs) -> Encoded:
-    assert _worker_models is not None, "the worker was not started with its models"
-    return encode_pairs(pairs, *_worker_models)
+    assert _worker_sides is not None, "the worker was not started with its vocabulary"
+    return encode_pairs(pairs, *_worker_sides)
 
 
 @contextlib.contextmanager
@@ -83,12 +86,12 @@ def _ctrl_c_ignored_while_forking() -> Iterator[None]:
 
 
 class EncodePool:
-    """``with EncodePool(src_model, tgt_model, processes) as pool: pool.encode(batches)``.
+    """``with EncodePool(vocab.src, vocab.tgt, processes) as pool: pool.encode(batches)``.
 
     ``processes`` 1 encodes in the calling process (no worker is started)."""
 
-    def __init__(self, src_model: bytes, tgt_model: bytes, processes: int) -> None:
-        self.models = (src_model, tgt_model)
+    def __init__(self, src: Encoder, tgt: Encoder, processes: int) -> None:
+        self.sides = (src, tgt)
         self.processes = processes
         self._pool: multiprocessing.pool.Pool | None = None
 
@@ -97,7 +100,7 @@ class EncodePool:
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
             with _ctrl_c_ignored_while_forking():
-                self._pool = context.Pool(self.processes, _start_worker, self.models)
+                self._pool = context.Pool(self.processes, _start_worker, self.sides)
         return self
 
     def __exit__(
@@ -110,8 +113,7 @@ class EncodePool:
     def encode(self, batches: Iterable[Pairs]) -> Iterator[Encoded]:
         """The batches encoded, in order."""
         if self._pool is None:
-            src, tgt = (spm.SentencePieceProcessor(model_proto=model) for model in self.models)
-            yield from (encode_pairs(pairs, src, tgt) for pairs in batches)
+            yield from (encode_pairs(pairs, *self.sides) for pairs in batches)
             return
         pending: deque[multiprocessing.pool.AsyncResult] = deque()
         for pairs in batches:

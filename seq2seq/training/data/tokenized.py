@@ -30,7 +30,7 @@ import numpy as np
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
-from seq2seq.text.tokenizer import Vocabulary
+from seq2seq.text.tokenizer import AnyVocabulary
 from seq2seq.training.data.encode_pool import EncodePool
 from seq2seq.training.data.split_text import SplitText
 
@@ -111,13 +111,12 @@ class TokenizedRows(Dataset):
 
 
 def _write(
-    text: SplitText, vocab: Vocabulary, files: dict[str, Path], num_proc: int, desc: str
+    text: SplitText, vocab: AnyVocabulary, files: dict[str, Path], num_proc: int, desc: str
 ) -> None:
     suffix = f".{os.getpid()}.part"  # two runs writing at once each write their own
     parts = {name: path.with_name(path.name + suffix) for name, path in files.items()}
     collected: list[np.ndarray] = []
     written = {side: 0 for side in SIDES}
-    models = (vocab.src.to_bytes(), vocab.tgt.to_bytes())
     with ExitStack() as files_open:
         outputs = {
             name: files_open.enter_context(open(path, "wb"))
@@ -127,7 +126,7 @@ def _write(
         for side in SIDES:
             outputs[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
         with (
-            EncodePool(*models, processes=num_proc) as pool,
+            EncodePool(vocab.src, vocab.tgt, processes=num_proc) as pool,
             tqdm(total=len(text), desc=desc, unit=" pairs", unit_scale=True) as progress,
         ):
             for encoded in pool.encode(text.iter_batches(BATCH_PAIRS)):
@@ -147,7 +146,7 @@ def _write(
 
 
 def load_or_tokenize(
-    text: SplitText, vocab: Vocabulary, folder: Path, key: str, num_proc: int, desc: str
+    text: SplitText, vocab: AnyVocabulary, folder: Path, key: str, num_proc: int, desc: str
 ) -> TokenizedRows:
     """The tokenized rows of ``text``, from ``folder/<key>.*`` if there, else written there
     first."""
