@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from seq2seq.common.errors import OutputError, Seq2SeqError
 from seq2seq.inference.checkpoint import Trained
+from seq2seq.text.marian_vocabulary import MarianVocabulary
 from seq2seq.text.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seq2seq.transformer import DecoderLayer, EncoderLayer, Transformer, sinusoidal_table
 
@@ -153,6 +154,11 @@ def export_ctranslate2(trained: Trained, out: str | Path, quantization: str = "f
         raise Seq2SeqError(
             f"only Transformer checkpoints export to CTranslate2 (this one is a "
             f"{type(trained.model).__name__}; CTranslate2 has no RNN decoders)"
+        )
+    if isinstance(trained.vocab, MarianVocabulary):
+        raise Seq2SeqError(
+            "a model with a MarianMT tokenizer exports to transformers (--to huggingface); "
+            "CTranslate2 converts that folder with its ct2-transformers-converter"
         )
     if quantization not in get_args(Quantization):
         raise Seq2SeqError(f"--quantization must be one of {', '.join(get_args(Quantization))}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from seq2seq.common.errors import Seq2SeqError, UsageError
 from seq2seq.inference.checkpoint import Trained
 from seq2seq.inference.search import SearchSettings
+from seq2seq.text.marian_vocabulary import MarianVocabulary
 from seq2seq.text.spec import VocabSpec
 from seq2seq.transformer import DecoderLayer, EncoderLayer, Transformer
 
@@ -145,49 +146,6 @@ def reordered(weight: Tensor, axes: tuple[int, ...], order: Tensor) -> Tensor:
 
 
 # -- a MarianMT model opened as a seq2seq model -----------------------------------------------
-class MarianSide:
-    """One side (source or target) of a Marian tokenizer, as seq2seq's ``Tokenizer`` is
-    used: ids without BOS/EOS, texts, pieces."""
-
-    def __init__(self, tokenizer: Any, target: bool) -> None:
-        self.tokenizer, self.target = tokenizer, target
-        ids = getattr(tokenizer, "target_encoder", None) if target else None
-        self._pieces = {i: piece for piece, i in (ids or tokenizer.encoder).items()}
-
-    @property
-    def size(self) -> int:
-        return len(self._pieces)
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        key = "text_target" if self.target else "text"
-        return self.tokenizer(**{key: list(texts)}, add_special_tokens=False)["input_ids"]
-
-    def encode(self, text: str) -> list[int]:
-        return self.encode_batch([text])[0]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
-
-    def pieces(self, text: str) -> list[str]:
-        return self.id_to_piece(self.encode(text))
-
-    def id_to_piece(self, ids: Sequence[int]) -> list[str]:
-        return [self._pieces[int(i)] for i in ids]
-
-
-@dataclass(frozen=True)
-class MarianVocabulary:
-    """A Marian tokenizer's two sides and the ids a model takes (as ``Vocabulary``)."""
-
-    src: MarianSide
-    tgt: MarianSide
-    spec: VocabSpec
-
-    @property
-    def joint(self) -> bool:
-        return self.spec.joint
-
-
 def check_marian(config: Any, name: str) -> None:
     """A MarianMT config that seq2seq's Transformer computes exactly, or one line why not."""
     if config.model_type != "marian":
@@ -267,7 +225,7 @@ def load_huggingface(name: str | Path) -> Trained:
     unmapped = set(model.state_dict()) - set(state) - {"output.weight", "src_embed.weight"}
     if unmapped:
         raise Seq2SeqError(f"{label}: weights that did not map: {sorted(unmapped)[:5]}")
-    vocab = MarianVocabulary(MarianSide(tokenizer, False), MarianSide(tokenizer, True), spec)
+    vocab = MarianVocabulary.from_files(tokenizer_files(tokenizer), spec)
     languages = {"src_lang": getattr(tokenizer, "source_lang", None),
                  "tgt_lang": getattr(tokenizer, "target_lang", None)}  # fmt: skip
     run_config = {
@@ -276,7 +234,15 @@ def load_huggingface(name: str | Path) -> Trained:
         "data": languages, "huggingface": label,
     }  # fmt: skip
     beams = getattr(hf.generation_config, "num_beams", None) or 5
-    return Trained(model.eval(), vocab, run_config, SearchSettings(beam=beams))  # type: ignore[arg-type]
+    return Trained(model.eval(), vocab, run_config, SearchSettings(beam=beams))
+
+
+def tokenizer_files(tokenizer: Any) -> dict[str, bytes]:
+    """The files of a MarianTokenizer as ``save_pretrained`` writes them (the same for a
+    folder and a Hub id, whatever version of transformers wrote the model)."""
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save_pretrained(folder)
+        return {path.name: path.read_bytes() for path in Path(folder).iterdir() if path.is_file()}
 
 
 def _first_line(error: BaseException) -> str:
@@ -380,7 +346,11 @@ def generation_config(transformers: Any, search: SearchSettings, spec: VocabSpec
 
 def _write_tokenizer(vocab: Any, out: Path) -> None:
     """The SentencePiece models and their ids as MarianTokenizer reads them (``vocab.json``
-    maps each piece to seq2seq's id, which is SentencePiece's)."""
+    maps each piece to seq2seq's id, which is SentencePiece's); a model that came from
+    MarianMT gets its own tokenizer's files back, byte for byte."""
+    if isinstance(vocab, MarianVocabulary):
+        vocab.write(out)
+        return
     (out / "source.spm").write_bytes(vocab.src.to_bytes())
     (out / "target.spm").write_bytes(vocab.tgt.to_bytes())
     pieces = vocab.src.id_to_piece(range(vocab.src.size))

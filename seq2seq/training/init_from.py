@@ -11,12 +11,13 @@ the model's own vocabulary (``data.vocab_from``), both through ``open_trained``.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from torch import nn
+from torch import Tensor, nn
 
 from seq2seq.common.errors import UsageError
 from seq2seq.inference.opening import Opened, open_trained
@@ -42,8 +43,28 @@ def init_from_value(args: list[str]) -> str | None:
 
 
 def model_block(opened: Opened) -> dict[str, Any]:
-    """The ``model.model`` block (class_path, init_args) the trained model was built from."""
-    return opened.trained.config["model"]["model"]
+    """The ``model.model`` block (class_path, init_args) a run starting from the model
+    builds: the model's own, less an output bias that only banned ids (``starting_weights``)."""
+    block = copy.deepcopy(opened.trained.config["model"]["model"])
+    if "output.bias" not in starting_weights(opened):
+        block.setdefault("init_args", {}).pop("output_bias", None)
+    return block
+
+
+def starting_weights(opened: Opened) -> dict[str, Tensor]:
+    """The model's weights in float32, as a run starts from them. A transformers model
+    opened for translating bans ids its generation never emits (its pad) by an output bias
+    of -inf; a run leaves the ban behind, since the smoothed loss reads every logit: the
+    bias keeps its finite part, and goes if that is zero (MarianMT's usual bias)."""
+    state = {key: value.float() for key, value in opened.trained.model.state_dict().items()}
+    bias = state.get("output.bias")
+    if bias is not None and opened.kind == "huggingface":
+        finite = bias.masked_fill(bias.isinf(), 0.0)
+        if finite.any():
+            state["output.bias"] = finite
+        else:
+            del state["output.bias"]
+    return state
 
 
 def vocabulary_settings(opened: Opened) -> dict[str, Any]:
@@ -51,7 +72,7 @@ def vocabulary_settings(opened: Opened) -> dict[str, Any]:
     data = opened.trained.config.get("data") or {}
     if opened.kind == "huggingface":
         spec = opened.trained.vocab.spec
-        return {"vocab_size": spec.src_size, "joint_vocab": spec.joint}
+        return {"vocab_size": spec.src_size, "joint_vocab": spec.joint, "lowercase": False}
     return {key: data[key] for key in VOCABULARY_OPTIONS if key in data}
 
 
@@ -60,12 +81,6 @@ def starting_options(source: str) -> list[str]:
     architecture, languages, vocabulary and search, and where the task and the data find
     its weights and vocabulary."""
     opened = open_trained(source)
-    if opened.kind == "huggingface":  # its vocabulary is transformers' tokenizer, not ours
-        raise UsageError(
-            f"{INIT_OPTION} {source}: a transformers model cannot be trained further by fit "
-            "yet (a checkpoint cannot store its tokenizer); translate, evaluate, attention and "
-            "serve open it with --hf"
-        )
     data = opened.trained.config.get("data") or {}
     search = opened.trained.search
     vocabulary = vocabulary_settings(opened)
@@ -118,6 +133,11 @@ def check_contradictions(settings: Any, source: str) -> None:
             raise UsageError(
                 f"{here}: --{key} {settings.get(key)} names another model; leave it out"
             )
+    if opened.kind == "huggingface" and settings.get("data.subword_nbest"):
+        raise UsageError(
+            f"{here}: --data.subword_nbest samples segmentations of seq2seq's own "
+            "vocabularies; a MarianMT tokenizer has none to sample (leave it out)"
+        )
     block, parsed = model_block(opened), _settings(settings.get("model.model"))
     if parsed.get("class_path") != block["class_path"]:
         raise UsageError(
@@ -167,5 +187,5 @@ def load_starting_weights(network: nn.Module, source: str) -> str:
             f"{INIT_OPTION} {source}: the model is a {type(start).__name__}, the run builds a "
             f"{type(network).__name__}"
         )
-    network.load_state_dict({k: v.float() for k, v in start.state_dict().items()})
+    network.load_state_dict(starting_weights(opened))
     return opened.describe()

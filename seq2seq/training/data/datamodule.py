@@ -35,7 +35,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_only
 
 from seq2seq.batch import Batch
-from seq2seq.common.errors import DataError
+from seq2seq.common.errors import DataError, UsageError
 from seq2seq.common.ranges import Range, check_arguments
 from seq2seq.inference.batching import (
     ResumableLoader,
@@ -44,7 +44,13 @@ from seq2seq.inference.batching import (
     cut_batches,
 )
 from seq2seq.inference.opening import open_trained
-from seq2seq.text.tokenizer import ModelType, VocabSettings, Vocabulary, load_or_train_vocabulary
+from seq2seq.text.tokenizer import (
+    AnyVocabulary,
+    ModelType,
+    VocabSettings,
+    Vocabulary,
+    load_or_train_vocabulary,
+)
 from seq2seq.training.data.sampled_segmentation import SampledSegmentations
 from seq2seq.training.data.sources import load_split
 from seq2seq.training.data.split_text import SplitText
@@ -198,14 +204,14 @@ class TranslationDataModule(pl.LightningDataModule):
         self.cache_dir = Path(cache_dir)
         self.vocab_from = vocab_from
         self.train_alignments = train_alignments
-        self._vocab: Vocabulary | None = None
+        self._vocab: AnyVocabulary | None = None
         self._texts: dict[str, SplitText] = {}
         self._tokenized: dict[str, tuple[TokenizedRows, np.ndarray]] = {}
         self._budget_checked = False
 
     # -- vocabulary ------------------------------------------------------------------
     @property
-    def vocab(self) -> Vocabulary:
+    def vocab(self) -> AnyVocabulary:
         """The vocabulary: ``vocab_from``'s, else loaded from the cache, else trained on
         the training split."""
         if self._vocab is None and self.vocab_from:
@@ -299,6 +305,8 @@ class TranslationDataModule(pl.LightningDataModule):
         batches = TokenBucketBatchSampler(lengths, max_tokens, shuffle, self.seed)
         sampled = split == self.train_split and self.subword_nbest > 0
         if sampled:
+            if not isinstance(self.vocab, Vocabulary):  # fit --init_from refuses it first
+                raise UsageError("data.subword_nbest samples seq2seq's own vocabularies only")
             draws = (self.subword_nbest, self.subword_alpha, self.max_len)
             rows = SampledSegmentations(rows, self.vocab, *draws, batches.sampler, self.seed)
         collate_fn: Callable[[Sequence[Mapping[str, Any]]], Batch] = partial(
