@@ -518,7 +518,7 @@ def distill(args: argparse.Namespace) -> None:
     command += ["--tgt-lang", tgt_lang, "--beam", str(args.beam)]
     command += ["--length-penalty", f"{setting.length_penalty:g}"]
     if (weights := ensemble_weights(setting.model)) is not None:
-        command += ["--ensemble-weight", *map(str, weights)]
+        command += ["--ensemble-weights", *map(str, weights)]
     command += ["--keep-originals"] if args.keep_originals else []
     folder = args.out / args.teacher.partition(":")[0] / "distill" / args.corpus.name
     folder.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ from seq2seq.inference.huggingface import is_huggingface_model, looks_like_hub_i
 from seq2seq.inference.released import looks_like_a_name, resolve
 from seq2seq.inference.search import SearchSettings, check_search
 from seq2seq.inference.translator import Translation, translate_lines, translate_stream
+from seq2seq.inference.upgrade import upgraded_load_arguments
 from seq2seq.inspection.collect import (
     head_axes,
     hypotheses_attention,
@@ -456,14 +457,14 @@ def is_huggingface(path: str | Path) -> bool:
     return is_huggingface_model(path) or looks_like_hub_id(path)
 
 
-def load(
+def load(  # the public API's one door: its settings are its arguments
     model: str | Path | Sequence[str | Path],
-    weights: Sequence[float] | None = None,
+    ensemble_weights: Sequence[float] | None = None,
     max_tokens: int = 4096,
     max_source_len: int = 512,
-    workers: int = 1,
+    ctranslate2_workers: int = 1,
     export: bool | None = None,
-    attention_from: int | None = None,
+    ensemble_attention: int | None = None,
     recase: str | Path | Recaser | Literal[False] | None = None,
     hf: bool | None = None,
     **search: Any,
@@ -477,15 +478,17 @@ def load(
             of their log-probabilities at every step; a folder written by ``seq2seq
             export --to ctranslate2``; or a Hugging Face transformers MarianMT model (see
             ``hf``).
-        weights: with several checkpoints, each one's weight in that mean (scaled to sum to
-            1; default: equal).
+        ensemble_weights: with several checkpoints, each one's weight in that mean (scaled
+            to sum to 1; default: equal), as ``--ensemble-weights``.
         max_tokens: source pieces per batch, padding included.
         max_source_len: longer sources are cut to this many pieces, with a warning.
-        workers: an export's batches translated side by side (CTranslate2's inter_threads).
+        ctranslate2_workers: an export's batches translated side by side (CTranslate2's
+            inter_threads), as ``--ctranslate2-workers``.
         export: True: ``model`` is an export's folder (a folder that is not one is an error
             saying so); None: a folder holding CTranslate2's ``model.bin`` is one.
-        attention_from: with several checkpoints, the member (0 is the first) whose own
-            attention ``attention`` shows; None: the members' mean over heads and layers.
+        ensemble_attention: with several checkpoints, the member (0 is the first) whose own
+            attention ``attention`` shows; None: the members' mean over heads and layers
+            (``--ensemble-attention``).
         hf: True: ``model`` is a Hugging Face transformers MarianMT model, a folder
             ``save_pretrained`` wrote or a Hub id (a network needed); None: a folder with a
             ``config.json`` and no CTranslate2 ``model.bin``, or ``owner/name`` naming no
@@ -495,8 +498,16 @@ def load(
             a released model's own table, if it has one; False: none.
         search: the search to use unless a call says otherwise (``beam``, ``n_best``,
             ``length_penalty``, ``max_len_ratio``, ``max_len_offset``, ``bf16``); unset
-            ones keep the model's own (its config's test search).
+            ones keep the model's own (its config's test search). The names of an earlier
+            version (``weights``, ``attention_from``, ``workers``) still work, with a
+            FutureWarning.
     """
+    search = upgraded_load_arguments(search)
+    settings = OpenSettings(
+        search.pop("ensemble_weights", ensemble_weights),
+        search.pop("ensemble_attention", ensemble_attention),
+        search.pop("ctranslate2_workers", ctranslate2_workers),
+    )
     paths = [model] if isinstance(model, str | Path) else list(model)
     if not paths:
         raise Seq2SeqError("no model given: a checkpoint, several, or an export's folder")
@@ -506,41 +517,77 @@ def load(
         recase = next((r.casing for r in released if r and r.casing), None)
     # the table before any model is read: a wrong path fails at once
     recaser = Recaser.load(recase) if isinstance(recase, str | Path) else recase or None
+    kind = _kind(paths, export, hf)
+    settings.check(kind, len(paths))
+    opened = _opened(kind, paths, settings, max_tokens, max_source_len)
+    return dataclasses.replace(opened, search=opened.searching(**search), recaser=recaser)
+
+
+@dataclass(frozen=True)
+class OpenSettings:
+    """How ``load`` reads several checkpoints (an ensemble) or an export."""
+
+    ensemble_weights: Sequence[float] | None = None
+    ensemble_attention: int | None = None
+    ctranslate2_workers: int = 1
+
+    def check(self, kind: ModelKind, count: int) -> None:
+        """Settings that apply to ``count`` models of this ``kind``, or one line why not."""
+        ensemble = self.ensemble_weights is not None or self.ensemble_attention is not None
+        if kind != "checkpoints" and ensemble:
+            raise Seq2SeqError(
+                f"ensemble_weights and ensemble_attention apply to checkpoints, not {kind}"
+            )
+        if kind != "export" and self.ctranslate2_workers != 1:
+            raise Seq2SeqError("ctranslate2_workers applies to a CTranslate2 export only")
+        if kind != "checkpoints":
+            return
+        try:
+            normalized_weights(self.ensemble_weights, count)  # one weight each, not all 0
+        except ValueError as error:
+            raise Seq2SeqError(f"ensemble_weights: {error}") from None
+        if self.ensemble_attention is not None and not 0 <= self.ensemble_attention < count:
+            raise Seq2SeqError(
+                f"ensemble_attention {self.ensemble_attention} names no member of {count} "
+                "checkpoints"
+            )
+
+
+ModelKind = Literal["a transformers model", "export", "checkpoints"]
+
+
+def _kind(paths: list[str | Path], export: bool | None, hf: bool | None) -> ModelKind:
+    """What ``paths`` hold, as ``load``'s ``export`` and ``hf`` say or the files show."""
     if (export or hf) and len(paths) != 1:
         raise Seq2SeqError(f"an export or a transformers model is one, got {len(paths)} paths")
     if hf or (hf is None and len(paths) == 1 and is_huggingface(paths[0])):
-        if weights is not None or attention_from is not None or workers != 1:
-            raise Seq2SeqError(
-                "ensemble weights, attention_from and workers do not apply to a transformers model"
-            )
+        return "a transformers model"
+    if export or (export is None and len(paths) == 1 and is_export(paths[0])):
+        return "export"
+    for path in paths:
+        check_checkpoint_path(path)
+    return "checkpoints"
+
+
+def _opened(
+    kind: ModelKind,
+    paths: list[str | Path],
+    settings: OpenSettings,
+    max_tokens: int,
+    max_source_len: int,
+) -> TranslationModel:
+    """The model of ``paths``, read as ``kind``, searching as it was trained to."""
+    if kind == "a transformers model":
         from seq2seq.inference.huggingface import load_huggingface
 
         trained = load_huggingface(paths[0])
-        opened: TranslationModel = CheckpointModel(
-            trained.search, max_tokens, max_source_len, trained=trained
-        )
-    elif export or (export is None and len(paths) == 1 and is_export(paths[0])):
-        if weights is not None or attention_from is not None:
-            raise Seq2SeqError(
-                "ensemble weights and attention_from apply to checkpoints, not an export"
-            )
+        return CheckpointModel(trained.search, max_tokens, max_source_len, trained=trained)
+    if kind == "export":
         from seq2seq.inference.ct2_translate import load_export
 
-        exported = load_export(paths[0], workers=workers)
-        opened = ExportModel(exported.search, max_tokens, max_source_len, exported=exported)
-    else:
-        if workers != 1:
-            raise Seq2SeqError("workers applies to a CTranslate2 export only")
-        for path in paths:
-            check_checkpoint_path(path)
-        try:
-            normalized_weights(weights, len(paths))  # one weight each, not all 0
-        except ValueError as error:
-            raise Seq2SeqError(f"weights: {error}") from None
-        if attention_from is not None and not 0 <= attention_from < len(paths):
-            raise Seq2SeqError(
-                f"attention_from {attention_from} names no member of {len(paths)} checkpoints"
-            )
-        trained = load_ensemble([str(p) for p in paths], attention_from, weights)
-        opened = CheckpointModel(trained.search, max_tokens, max_source_len, trained=trained)
-    return dataclasses.replace(opened, search=opened.searching(**search), recaser=recaser)
+        exported = load_export(paths[0], workers=settings.ctranslate2_workers)
+        return ExportModel(exported.search, max_tokens, max_source_len, exported=exported)
+    trained = load_ensemble(
+        [str(p) for p in paths], settings.ensemble_attention, settings.ensemble_weights
+    )
+    return CheckpointModel(trained.search, max_tokens, max_source_len, trained=trained)

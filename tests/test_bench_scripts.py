@@ -852,7 +852,7 @@ def test_a_teacher_distills_under_the_setting_val_chose_and_only_once(
     args.teacher, args.corpus, args.keep_originals = "pair", tmp_path / "kd-pair", False
     selection.distill(args)
     assert commands[1][commands[1].index("--length-penalty") :] == [
-        "--length-penalty", "1.5", "--ensemble-weight", "3.0", "1.0",
+        "--length-penalty", "1.5", "--ensemble-weights", "3.0", "1.0",
     ]  # fmt: skip
     assert commands[1].count("--ckpt") == 2
     args.teacher, args.corpus = "nobody", tmp_path / "kd-nobody"

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from seq2seq.commands.decoding import DecodeSettings, ModelSettings, check_model_options
-from seq2seq.commands.model import open_model
+from seq2seq.commands.decoding import DecodeSettings, ModelSettings, check_model_options, open_model
 from seq2seq.common.errors import Seq2SeqError, UsageError
 from seq2seq.translation_model import CheckpointModel
 

@@ -139,8 +139,8 @@ def test_families_mix_in_beam_search_with_attention():
 
 
 @on_device
-def test_attention_from_one_member_keeps_its_heads_and_layers():
-    ensemble = Ensemble([rnn(), transformer()], attention_from=1)
+def test_ensemble_attention_of_one_member_keeps_its_heads_and_layers():
+    ensemble = Ensemble([rnn(), transformer()], ensemble_attention=1)
     src, src_lens = batch()
     (hyp,) = translate_batch(
         ensemble, src[:1], src_lens[:1], SearchSettings(beam=1), need_weights=True
@@ -167,7 +167,7 @@ def test_members_must_agree_on_sizes_and_the_attention_member_must_exist():
     with pytest.raises(ValueError, match="different vocabularies"):
         Ensemble([rnn(), RNNSeq2Seq(other, embed_size=8, hidden_size=12)])
     with pytest.raises(ValueError, match="0 to 1"):
-        Ensemble([rnn(), transformer()], attention_from=2)
+        Ensemble([rnn(), transformer()], ensemble_attention=2)
 
 
 def test_checkpoints_with_other_vocabularies_are_refused_naming_both(trained_run, tmp_path):
@@ -211,9 +211,25 @@ def test_translate_with_all_the_weight_on_one_member_equals_that_member(
     search = ["--input", str(source), "--beam", "3", "--n-best", "2"]  # with scores
     alone = run_here("translate", "--ckpt", ckpt, *search)
     both = ["--ckpt", ckpt, "--ckpt", str(trained_transformer)]
-    weighted = run_here("translate", *both, "--ensemble-weight", "2", "0", *search)
+    weighted = run_here("translate", *both, "--ensemble-weights", "2", "0", *search)
     assert alone.returncode == weighted.returncode == 0, weighted.stderr
     assert alone.stdout == weighted.stdout
+
+
+def test_the_old_name_of_an_option_still_works_and_says_the_new_one(
+    trained_run, trained_transformer, run_here, caplog
+):
+    """--ensemble-weight was renamed --ensemble-weights (the Python argument's name): for
+    one release the old spelling means the same, with a warning naming the new one."""
+    ckpt, source = str(trained_run["ckpt"]), trained_run["corpus"] / "test.en"
+    both = ["--ckpt", ckpt, "--ckpt", str(trained_transformer), "--input", str(source),
+            "--beam", "3", "--n-best", "2"]  # fmt: skip
+    new = run_here("translate", *both, "--ensemble-weights", "3", "1")
+    caplog.clear()
+    old = run_here("translate", *both, "--ensemble-weight", "3", "1")
+    assert new.returncode == old.returncode == 0, old.stderr
+    assert old.stdout == new.stdout
+    assert "--ensemble-weight is now --ensemble-weights" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -225,11 +241,11 @@ def test_wrong_ensemble_weights_are_one_line_before_loading(
 ):
     ckpt, source = str(trained_run["ckpt"]), str(trained_run["corpus"] / "test.en")
     result = run_here(
-        "translate", "--ckpt", ckpt, "--ckpt", ckpt, "--ensemble-weight", *weights,
+        "translate", "--ckpt", ckpt, "--ckpt", ckpt, "--ensemble-weights", *weights,
         "--input", source,
     )  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr.startswith("seq2seq: error: --ensemble-weight: ")
+    assert result.stderr.startswith("seq2seq: error: --ensemble-weights: ")
     assert complaint in result.stderr and result.stderr.count("\n") == 1
 
 

@@ -55,9 +55,9 @@ def test_an_ensemble_translates_as_the_command_with_its_weights(
     lines = sources(trained_run)
     (tmp_path / "src.en").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
     members = [str(trained_run["ckpt"]), str(trained_transformer)]
-    model = seq2seq.load(members, weights=[0.3, 0.7])
+    model = seq2seq.load(members, ensemble_weights=[0.3, 0.7])
     expected = command_translations(
-        capsys, "--ckpt", members[0], "--ckpt", members[1], "--ensemble-weight", "0.3", "0.7",
+        capsys, "--ckpt", members[0], "--ckpt", members[1], "--ensemble-weights", "0.3", "0.7",
         "--beam", "2", "--input", str(tmp_path / "src.en"),
     )  # fmt: skip
     assert model.translate(lines, beam=2) == expected
@@ -103,17 +103,21 @@ def test_attention_is_arrays_and_a_figure_with_every_layer_and_head(
     assert len(maps) == 2 + layers * heads  # a layer's and every layer's mean above them
 
 
-def test_an_ensembles_attention_is_one_members_with_attention_from(
+def test_an_ensembles_attention_is_one_members_with_ensemble_attention(
     trained_transformer: Path, trained_run: dict
 ) -> None:
     """The attention command's --ensemble-attention, from Python: the RNN and the
-    Transformer together show the Transformer's layers and heads with ``attention_from=1``."""
+    Transformer together show the Transformer's layers and heads with
+    ``ensemble_attention=1``; the argument's old name still works, with a FutureWarning."""
     source = sources(trained_run, 1)[0]
     members = [str(trained_run["ckpt"]), str(trained_transformer)]
-    attention = seq2seq.load(members, attention_from=1).attention(source)
+    attention = seq2seq.load(members, ensemble_attention=1).attention(source)
     assert attention.weights.shape[1:3] == (2, 2)  # the Transformer's (layers, heads)
-    with pytest.raises(seq2seq.Seq2SeqError, match="attention_from 2 names no member of 2"):
-        seq2seq.load(members, attention_from=2)
+    with pytest.raises(seq2seq.Seq2SeqError, match="ensemble_attention 2 names no member of 2"):
+        seq2seq.load(members, ensemble_attention=2)
+    with pytest.warns(FutureWarning, match=r"attention_from=\.\.\.\) is now ensemble_attention"):
+        old = seq2seq.load(members, attention_from=1).attention(source)
+    assert np.array_equal(old.weights, attention.weights)
 
 
 @pytest.mark.slow  # a Lightning fit

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import seq2seq
-from seq2seq.commands.decoding import BEAM_SEARCH, ModelSettings
-from seq2seq.commands.model import open_model
+from seq2seq.commands.decoding import BEAM_SEARCH, ModelSettings, open_model
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inspection.extraction import Extraction
 from seq2seq.serve.engine import Engine, SearchKey, Sentence

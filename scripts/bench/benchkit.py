@@ -410,7 +410,7 @@ def evaluate(
     options = ["--beam", str(beam)] + (["--bf16"] if bf16 else [])
     options += [] if length_penalty is None else ["--length-penalty", str(length_penalty)]
     if ensemble_weights is not None:
-        options += ["--ensemble-weight", *map(str, ensemble_weights)]
+        options += ["--ensemble-weights", *map(str, ensemble_weights)]
     options += [] if recase is None else ["--recase", str(recase)]
     options += ["--remove-bpe"] if remove_bpe else []
     model = [a for m in members for a in ("--ckpt", m)]

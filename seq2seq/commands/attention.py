@@ -5,6 +5,7 @@ plots). Each imports the inspection code (matplotlib) only when it runs."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from seq2seq.commands.decoding import (
@@ -22,6 +23,86 @@ from seq2seq.text.lines import read_lines
 from seq2seq.translation_model import CheckpointModel, load
 
 GREEDY_SEARCH = DecodeSettings(beam=1)  # what attention draws unless --beam says otherwise
+Symmetrization = Literal["intersection", "union", "grow-diag", "grow-diag-final"]
+
+
+@dataclass(frozen=True)
+class InspectedModel:
+    """The model the attention command inspects: --model, --ckpt or --hf, one of them.
+
+    Attributes:
+        model: a released model, by name (`seq2seq models` lists them)
+        ckpt: checkpoint written by `seq2seq fit`; repeat it to inspect an ensemble
+        hf: a Hugging Face transformers MarianMT model (a save_pretrained folder or a Hub id)
+        ensemble_weights: with several --ckpt, the members' weights, one per --ckpt in the
+            same order (scaled to sum to 1; default: equal); the mean attention is weighted
+            alike
+        ensemble_attention: with several --ckpt: draw and align with this member's own
+            attention (0 is the first) instead of the members' mean over heads, layers and
+            members
+    """
+
+    model: str | None = None
+    ckpt: list[str] | None = None
+    hf: str | None = None
+    ensemble_weights: list[float] | None = None
+    ensemble_attention: Annotated[int, Range(0)] | None = None
+
+    def check(self) -> None:
+        """The checks that need no loading, each a one-line error."""
+        if sum(x is not None for x in (self.model, self.ckpt, self.hf)) != 1:
+            raise UsageError(
+                f"attention needs --model, --ckpt or --hf, one of them ({released_list()})"
+            )
+        if self.model is not None:
+            resolve(self.model)
+        check_ensemble_weights(self.ckpt, self.ensemble_weights)
+        for path in self.ckpt or []:
+            check_checkpoint_path(path)
+        members = len(self.ckpt or [self.model or self.hf])
+        if self.ensemble_attention is not None and self.ensemble_attention >= members:
+            raise Seq2SeqError(
+                f"--ensemble-attention {self.ensemble_attention} names no member: "
+                f"{members} --ckpt given (0 to {members - 1})"
+            )
+
+    @property
+    def name(self) -> str:
+        return self.model or self.hf or " + ".join(self.ckpt or [])
+
+    def open(self, decode: DecodeSettings) -> CheckpointModel:
+        """The model, searching as ``decode`` says (checked first: ``check``)."""
+        opened = load(
+            self.ckpt or self.model or self.hf or "", ensemble_weights=self.ensemble_weights,
+            ensemble_attention=self.ensemble_attention, export=False,
+            hf=self.hf is not None or None, max_tokens=decode.max_tokens,
+            max_source_len=decode.max_source_len, **search_options(decode),
+        )  # fmt: skip
+        assert isinstance(opened, CheckpointModel)  # export=False: checkpoints
+        return opened
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    """How the attention command reads word links from the maps.
+
+    Attributes:
+        layer: Transformer layer to align with (default: mean of all)
+        method: one link per target word (argmax), or every weight above --threshold
+        threshold: link weight for --method threshold
+        reverse_ckpt: a target->source model: symmetrize both directions
+        symmetrization: how --reverse-ckpt's links are combined with the forward ones
+    """
+
+    layer: int | None = None
+    method: Literal["argmax", "threshold"] = "argmax"
+    threshold: Annotated[float, Range(0, 1, above=True)] = 0.3
+    reverse_ckpt: str | None = None
+    symmetrization: Symmetrization = "grow-diag"
+
+
+NO_INSPECTED_MODEL = InspectedModel()  # the default, before the options: one is required
+DEFAULT_LINKS = LinkSettings()
 
 
 @command
@@ -29,20 +110,12 @@ def attention(
     sentences: list[str] | None = None,
     /,
     out: str = "attention",
-    model: str | None = None,
-    ckpt: list[str] | None = None,
-    hf: str | None = None,
-    ensemble_weight: list[float] | None = None,
-    ensemble_attention: Annotated[int, Range(0)] | None = None,
+    inspected: InspectedModel = NO_INSPECTED_MODEL,
     decode: DecodeSettings = GREEDY_SEARCH,
     src: str | None = None,
     ref: str | None = None,
     limit: Annotated[int, Range(1)] = 20,
-    layer: int | None = None,
-    method: Literal["argmax", "threshold"] = "argmax",
-    threshold: Annotated[float, Range(0, 1, above=True)] = 0.3,
-    reverse_ckpt: str | None = None,
-    symmetrize: Literal["intersection", "union", "grow-diag", "grow-diag-final"] = "grow-diag",
+    links: LinkSettings = DEFAULT_LINKS,
 ) -> None:
     """Draw and report what a decoder attends to.
 
@@ -54,89 +127,39 @@ def attention(
     Args:
         sentences: source sentences to inspect, instead of --src
         out: folder for the heatmaps, alignments and report
-        model: a released model, by name (`seq2seq models` lists them)
-        ckpt: checkpoint written by `seq2seq fit`; repeat it to inspect an ensemble
-        hf: a Hugging Face transformers MarianMT model (a save_pretrained folder or a Hub id)
-        ensemble_weight: with several --ckpt, the members' weights, one per --ckpt in the
-            same order (scaled to sum to 1; default: equal); the mean attention is weighted
-            alike
-        ensemble_attention: with several --ckpt: draw and align with this member's own
-            attention (0 is the first) instead of the members' mean over heads, layers and
-            members
+        inspected: the model
         decode: the search and its batches
         src: source sentences
         ref: reference translations: align them (forced decoding)
         limit: draw and report the first N lines; alignments and statistics cover all
-        layer: Transformer layer to align with (default: mean of all)
-        method: one link per target word (argmax), or every weight above --threshold
-        threshold: link weight for --method threshold
-        reverse_ckpt: a target->source model: symmetrize both directions
-        symmetrize: how --reverse-ckpt's links are combined with the forward ones
+        links: how word links are read
     """
     from seq2seq.inspection.pipeline import InspectSettings, inspect_attention
     from seq2seq.inspection.stats import format_summary
 
     check_output_folder(out)
-    if sum(x is not None for x in (model, ckpt, hf)) != 1:
-        raise UsageError(
-            f"attention needs --model, --ckpt or --hf, one of them ({released_list()})"
-        )
+    inspected.check()
     if (sentences is None) == (src is None):
         raise UsageError("attention needs sentences or --src, one of them")
-    if model is not None:
-        resolve(model)
-    check_ensemble_weights(ckpt, ensemble_weight)
-    for path in [*(ckpt or []), reverse_ckpt]:
-        if path is not None:
-            check_checkpoint_path(path)
-    if sentences is not None:
-        sources = sentences
-    else:
-        assert src is not None  # one of the two, checked above
-        sources = read_lines(src)
-    references: list[str] | None = None
-    if ref:
-        references = read_lines(ref)
-        check_parallel(src or "the sentences", sources, ref, references)
-    members = len(ckpt or [model or hf])
-    if ensemble_attention is not None and ensemble_attention >= members:
-        raise Seq2SeqError(
-            f"--ensemble-attention {ensemble_attention} names no member: "
-            f"{members} --ckpt given (0 to {members - 1})"
-        )
-    paths = ckpt or model or hf
-    assert paths is not None  # one of the three, checked above
-    opened = load(
-        paths, weights=ensemble_weight, attention_from=ensemble_attention, export=False,
-        hf=hf is not None or None,
-        max_tokens=decode.max_tokens, max_source_len=decode.max_source_len,
-        **search_options(decode),
-    )  # fmt: skip
-    assert isinstance(opened, CheckpointModel)  # export=False: checkpoints
-    trained = opened.trained
-    reverse = load_trained(reverse_ckpt) if reverse_ckpt else None
+    if links.reverse_ckpt is not None:
+        check_checkpoint_path(links.reverse_ckpt)
+    sources = sentences if sentences is not None else read_lines(src or "")
+    references = read_lines(ref) if ref else None
+    if references is not None:
+        check_parallel(src or "the sentences", sources, ref or "", references)
+    opened = inspected.open(decode)
+    reverse = load_trained(links.reverse_ckpt) if links.reverse_ckpt else None
     if reverse is not None:
-        _check_reverse(trained, reverse)
+        _check_reverse(opened.trained, reverse)
     options = InspectSettings(
-        layer=layer,
-        method=method,
-        threshold=threshold,
-        symmetrization=symmetrize,
-        limit=limit,
-        max_tokens=decode.max_tokens,
-        max_source_len=decode.max_source_len,
-        progress=True,
-    )
+        layer=links.layer, method=links.method, threshold=links.threshold,
+        symmetrization=links.symmetrization, limit=limit, max_tokens=decode.max_tokens,
+        max_source_len=decode.max_source_len, progress=True,
+    )  # fmt: skip
     result = inspect_attention(
-        trained,
-        sources,
-        out,
-        options,
-        references=references,
-        search=opened.search,
-        reverse=reverse,
-        title=f"Attention of {model or hf or ' + '.join(ckpt or [])}",
-    )
+        opened.trained, sources, out, options, references=references, search=opened.search,
+        reverse=reverse, title=f"Attention of {inspected.name}",
+    )  # fmt: skip
     for written in [*result.heatmaps, *result.files]:
         print(written)
     print(format_summary(result.summary))

@@ -1,8 +1,9 @@
 """What every command that translates shares: its search options (``DecodeSettings``), the
 search keywords they give ``seq2seq.load`` (``search_options``), and the model
 (``ModelSettings``: checkpoints or a CTranslate2 export) with the checks that need no loading
-(``check_model_options``). ``seq2seq.commands.model.open_model`` opens it with
-``seq2seq.load``."""
+(``check_model_options``); ``open_model`` opens it with ``seq2seq.load``, so that
+``translate``, ``evaluate``, ``distill`` and ``serve`` translate by one path, as a script
+does."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from seq2seq.inference.checkpoint import check_checkpoint_path
 from seq2seq.inference.ensemble import normalized_weights
 from seq2seq.inference.released import released_names, resolve
 from seq2seq.inference.search import DEFAULT_SEARCH
+from seq2seq.translation_model import TranslationModel, load
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class ModelSettings:
     Attributes:
         ckpt: checkpoint written by `seq2seq fit`; repeat it to decode with an ensemble (the
             mean of the models' log-probabilities at every step)
-        ensemble_weight: with several --ckpt, the members' weights in that mean, one per
+        ensemble_weights: with several --ckpt, the members' weights in that mean, one per
             --ckpt in the same order (scaled to sum to 1; default: equal)
         ctranslate2: a CTranslate2 export (`seq2seq export`, a folder) instead of a
             checkpoint; search options as with --ckpt (see the README), --bf16 excepted
@@ -69,7 +71,7 @@ class ModelSettings:
     """
 
     ckpt: list[str] | None = None
-    ensemble_weight: list[float] | None = None
+    ensemble_weights: list[float] | None = None
     ctranslate2: str | None = None
     ctranslate2_workers: Annotated[int, Range(1)] = 1
     recase: str | None = None
@@ -108,16 +110,16 @@ def search_options(options: DecodeSettings, n_best: int = 1) -> dict[str, Any]:
     }
 
 
-def check_ensemble_weights(ckpt: list[str] | None, ensemble_weight: list[float] | None) -> None:
-    """``--ensemble-weight``, if given, is one weight >= 0 per ``--ckpt``, not all 0."""
-    if ensemble_weight is None:
+def check_ensemble_weights(ckpt: list[str] | None, ensemble_weights: list[float] | None) -> None:
+    """``--ensemble-weights``, if given, is one weight >= 0 per ``--ckpt``, not all 0."""
+    if ensemble_weights is None:
         return
     if not ckpt:
-        raise UsageError("--ensemble-weight weighs the members of --ckpt; no --ckpt given")
+        raise UsageError("--ensemble-weights weighs the members of --ckpt; no --ckpt given")
     try:
-        normalized_weights(ensemble_weight, len(ckpt))
+        normalized_weights(ensemble_weights, len(ckpt))
     except ValueError as error:
-        raise UsageError(f"--ensemble-weight: {error}") from None
+        raise UsageError(f"--ensemble-weights: {error}") from None
 
 
 def released_list() -> str:
@@ -129,7 +131,7 @@ def released_list() -> str:
 def check_model_options(command: str, model: ModelSettings) -> None:
     """The checks of a decoding ``command``'s model that need no loading: ``--model`` (a
     released model's name), ``--ckpt`` (each path a checkpoint file, weighted by
-    ``--ensemble-weight`` if several) or ``--ctranslate2``, one of the three."""
+    ``--ensemble-weights`` if several) or ``--ctranslate2``, one of the three."""
     given = [o for o, v in (("--model", model.model), ("--ckpt", model.ckpt), ("--hf", model.hf),
                             ("--ctranslate2", model.ctranslate2)) if v is not None]  # fmt: skip
     if not given:
@@ -142,6 +144,23 @@ def check_model_options(command: str, model: ModelSettings) -> None:
         raise UsageError("--ctranslate2-workers applies to --ctranslate2 only")
     if model.model is not None:
         resolve(model.model)  # a name that does not exist: one line naming those that do
-    check_ensemble_weights(model.ckpt, model.ensemble_weight)
+    check_ensemble_weights(model.ckpt, model.ensemble_weights)
     for path in model.ckpt or []:
         check_checkpoint_path(path)
+
+
+def open_model(
+    command: str, model: ModelSettings, options: DecodeSettings, n_best: int = 1
+) -> TranslationModel:
+    """The checkpoints of ``--ckpt`` (several: an ensemble, weighted by
+    ``--ensemble-weights``) or the export of ``--ctranslate2``, checked and loaded, searching
+    with its own settings changed by ``options`` (an unset --length-penalty keeps the
+    model's)."""
+    check_model_options(command, model)
+    return load(
+        model.paths, ensemble_weights=model.ensemble_weights, max_tokens=options.max_tokens,
+        max_source_len=options.max_source_len, ctranslate2_workers=model.ctranslate2_workers,
+        export=model.ctranslate2 is not None, hf=model.hf is not None or None,
+        recase=model.recase_table,
+        **search_options(options, n_best),
+    )  # fmt: skip

@@ -19,8 +19,8 @@ from seq2seq.commands.decoding import (
     NO_MODEL,
     DecodeSettings,
     ModelSettings,
+    open_model,
 )
-from seq2seq.commands.model import open_model
 from seq2seq.commands.options import check_parallel, command
 from seq2seq.common.atomic import atomic_folder
 from seq2seq.common.errors import DataError, OutputError, UsageError
@@ -125,7 +125,7 @@ def distill(
             "distilled": count,
             "keep_originals": keep_originals,
             "teacher": model.model or model.ckpt or model.ctranslate2,
-            "ensemble_weight": model.ensemble_weight,
+            "ensemble_weights": model.ensemble_weights,
             "search": dataclasses.asdict(teacher.search),
             "copied": sorted(path.name for path in copies),
         }

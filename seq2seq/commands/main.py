@@ -41,6 +41,7 @@ from seq2seq.commands.options import (
     summary,
 )
 from seq2seq.common.errors import Seq2SeqError, UsageError
+from seq2seq.inference.upgrade import RENAMED_COMMAND_OPTIONS, upgraded_arguments
 from seq2seq.speedups.malloc import keep_freed_memory
 
 BROKEN_PIPE_STATUS = 128 + 13  # what a shell reports for a process ended by SIGPIPE
@@ -119,7 +120,7 @@ def run_command(args: list[str]) -> None:
     if not args:  # nothing was run: the help, and a failure status
         parser.print_help()
         sys.exit(2)
-    parsed = parser.parse_args(args)
+    parsed = parser.parse_args(upgraded_arguments(args, RENAMED_COMMAND_OPTIONS))
     try:
         call_with_options(COMMANDS[parsed.command], parsed[parsed.command].as_dict())
     except UsageError as error:

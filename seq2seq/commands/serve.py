@@ -14,8 +14,8 @@ from seq2seq.commands.decoding import (
     NO_MODEL,
     DecodeSettings,
     ModelSettings,
+    open_model,
 )
-from seq2seq.commands.model import open_model
 from seq2seq.commands.options import command
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.common.ranges import Range
@@ -72,7 +72,7 @@ def serve(
 
     Args:
         model: --model (a released model, by name), --ckpt (repeat it to serve an
-            ensemble, weighted by --ensemble-weight) or --ctranslate2 (an export, int8
+            ensemble, weighted by --ensemble-weights) or --ctranslate2 (an export, int8
             included; it keeps no attention, so requests for alignments or attention maps
             are refused)
         decode: the search and its batches (--beam: a request's beam when it names none)

@@ -23,8 +23,8 @@ from seq2seq.commands.decoding import (
     DecodeSettings,
     ModelSettings,
     check_model_options,
+    open_model,
 )
-from seq2seq.commands.model import open_model
 from seq2seq.commands.options import (
     check_input_file,
     check_output_file,

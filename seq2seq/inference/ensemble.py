@@ -11,7 +11,7 @@ encoding feeds them all and their target ids mean the same pieces.
 Attention: members return maps of different shapes (``[B, S]`` for an RNN, ``[B, L, H, S]``
 for a Transformer). The ensemble's map is each member's mean over its heads and layers,
 then the mean over members, weighted as the log-probabilities: ``[B, S]`` (``[B, T, S]``
-teacher forced). With ``attention_from=i`` it is member i's own map, heads and layers kept.
+teacher forced). With ``ensemble_attention=i`` it is member i's own map, heads and layers kept.
 
 Shapes: B sentences, S source positions, T target positions, V target vocabulary,
 M members.
@@ -75,7 +75,7 @@ class Ensemble(EncoderDecoder):
     Args:
         members: trained models with the same vocabularies (checked by the loader, which
             knows their pieces; here only the sizes and special ids are compared).
-        attention_from: None for the members' mean attention (over heads, layers and
+        ensemble_attention: None for the members' mean attention (over heads, layers and
             members: [B, S]), or the index of the member whose own maps to return.
         weights: one per member, >= 0, scaled to sum to 1; None: equal weights.
     """
@@ -83,7 +83,7 @@ class Ensemble(EncoderDecoder):
     def __init__(
         self,
         members: Sequence[EncoderDecoder],
-        attention_from: int | None = None,
+        ensemble_attention: int | None = None,
         weights: Sequence[float] | None = None,
     ):
         if not members:
@@ -93,14 +93,14 @@ class Ensemble(EncoderDecoder):
         for member in members[1:]:
             if member.vocab != vocab:
                 raise ValueError(f"members have different vocabularies: {vocab} and {member.vocab}")
-        if attention_from is not None and not 0 <= attention_from < len(members):
+        if ensemble_attention is not None and not 0 <= ensemble_attention < len(members):
             raise ValueError(
-                f"attention_from must name one of the {len(members)} members (0 to "
-                f"{len(members) - 1}), got {attention_from}"
+                f"ensemble_attention must name one of the {len(members)} members (0 to "
+                f"{len(members) - 1}), got {ensemble_attention}"
             )
         super().__init__(vocab)
         self.members = nn.ModuleList(members)
-        self.attention_from = attention_from
+        self.ensemble_attention = ensemble_attention
         self.weights = scaled  # None: equal
 
     @property
@@ -111,8 +111,8 @@ class Ensemble(EncoderDecoder):
     def _combine_maps(self, maps: list[Tensor | None], query_dims: int) -> Tensor | None:
         if maps[0] is None:
             return None
-        if self.attention_from is not None:
-            return maps[self.attention_from]
+        if self.ensemble_attention is not None:
+            return maps[self.ensemble_attention]
         # every member honours need_weights: one returned maps, so all did
         return self._mean([_mean_over_heads(m, query_dims) for m in cast("list[Tensor]", maps)])
 
@@ -177,7 +177,7 @@ def _differs(a: Trained, b: Trained) -> str | None:
 
 def load_ensemble(
     paths: Sequence[str | Path],
-    attention_from: int | None = None,
+    ensemble_attention: int | None = None,
     weights: Sequence[float] | None = None,
 ) -> Trained:
     """The checkpoints at ``paths`` as one model (one path: that model itself), their
@@ -185,7 +185,7 @@ def load_ensemble(
     supplies the defaults (languages, search)."""
     normalized_weights(weights, len(paths))  # before loading anything
     members = [load_trained(path) for path in paths]
-    if len(members) == 1 and attention_from in (None, 0):
+    if len(members) == 1 and ensemble_attention in (None, 0):
         return members[0]
     for path, member in zip(paths[1:], members[1:], strict=True):
         difference = _differs(members[0], member)
@@ -194,6 +194,6 @@ def load_ensemble(
                 f"cannot ensemble {paths[0]} and {path}: their {difference}; members must "
                 "be trained with the same vocabulary"
             )
-    model = Ensemble([m.model for m in members], attention_from, weights).eval()
+    model = Ensemble([m.model for m in members], ensemble_attention, weights).eval()
     first = members[0]
     return Trained(model=model, vocab=first.vocab, config=first.config, search=first.search)

@@ -7,7 +7,11 @@ what changed (CHANGELOG.md, "Compatibility", says what a release may break).
   around the CLI's YAML loader), and by ``seq2seq upgrade``, which rewrites a checkpoint.
 - ``RENAMED_KEYS``: config keys that were renamed (``model.test_beam_size`` is
   ``model.test_beam``), applied with the class paths; ``fit`` also takes the old spellings
-  of their command-line options (``RENAMED_OPTIONS``).
+  of their command-line options (``RENAMED_OPTIONS``), and the other commands theirs
+  (``RENAMED_COMMAND_OPTIONS``), each with a warning naming the new one.
+- ``RENAMED_LOAD_ARGUMENTS``: ``seq2seq.load``'s arguments renamed to share the names of
+  the options that set them (``weights`` is ``ensemble_weights``, as ``--ensemble-weights``);
+  an old name still works, with a FutureWarning naming the new one.
 - A checkpoint written before its payload held the search: the search is read from its
   config's model options. A search written before ``beam_size`` became ``beam`` (payloads
   and exports alike) is read with the new name.
@@ -17,6 +21,8 @@ what changed (CHANGELOG.md, "Compatibility", says what a release may break).
 from __future__ import annotations
 
 import dataclasses
+import logging
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -24,11 +30,34 @@ import yaml
 
 from seq2seq.inference.search import SearchSettings
 
+log = logging.getLogger("seq2seq")
+
 RENAMED_CLASSES = {  # old class path -> the class's path now
     "seq2seq.checkpoint_io.SafeCheckpointIO": "seq2seq.training.checkpoint_io.SafeCheckpointIO",
+    # Luong et al.'s three attentions, named as one family (luong.py holds the three)
+    **{
+        f"seq2seq.attention{module}.{old}": f"seq2seq.attention{module}.Luong{new}"
+        for module in ("", ".luong")
+        for old, new in [
+            ("LuongAttention", "GlobalAttention"),
+            ("LocationAttention", "LocationAttention"),
+            ("LocalAttention", "LocalAttention"),
+        ]  # fmt: skip
+    },
 }
 RENAMED_KEYS = {"val_beam_size": "val_beam", "test_beam_size": "test_beam"}  # the task's
 RENAMED_OPTIONS = {f"--model.{old}": f"--model.{new}" for old, new in RENAMED_KEYS.items()}
+# The options of the commands beside fit, and seq2seq.load's arguments, renamed so that an
+# option and the Python argument it sets share one name (dashes for underscores).
+RENAMED_COMMAND_OPTIONS = {
+    "--ensemble-weight": "--ensemble-weights",
+    "--symmetrize": "--symmetrization",
+}
+RENAMED_LOAD_ARGUMENTS = {
+    "weights": "ensemble_weights",
+    "attention_from": "ensemble_attention",
+    "workers": "ctranslate2_workers",
+}
 RENAMED_SEARCH_FIELDS = {"beam_size": "beam"}  # SearchSettings' fields, as payloads store them
 # The task's options that set its test search, before the payload held the search itself.
 CONFIG_SEARCH_KEYS = {
@@ -82,14 +111,32 @@ def upgraded_search(search: dict[str, Any]) -> dict[str, Any]:
     return {RENAMED_SEARCH_FIELDS.get(name, name): value for name, value in search.items()}
 
 
-def upgraded_arguments(args: list[str]) -> list[str]:
-    """``fit``'s command line with the old spellings of renamed options replaced (hidden
-    aliases: CHANGELOG.md says for how long)."""
-    renamed = []
+def upgraded_arguments(args: list[str], renamed: dict[str, str] = RENAMED_OPTIONS) -> list[str]:
+    """A command line (``fit``'s, unless ``renamed`` says whose) with the old spellings of
+    renamed options replaced, each said in a warning (hidden aliases: CHANGELOG.md says for
+    how long)."""
+    upgraded = []
     for arg in args:
         option, equals, value = arg.partition("=")
-        renamed.append(RENAMED_OPTIONS.get(option, option) + equals + value)
-    return renamed
+        if option in renamed:
+            log.warning("%s is now %s; the old name goes in a later release", option,
+                        renamed[option])  # fmt: skip
+        upgraded.append(renamed.get(option, option) + equals + value)
+    return upgraded
+
+
+def upgraded_load_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``seq2seq.load``'s keyword arguments with the old names replaced, each said in a
+    FutureWarning (the way Python says an interface will change)."""
+    upgraded = {}
+    for name, value in arguments.items():
+        if name in RENAMED_LOAD_ARGUMENTS:
+            new = RENAMED_LOAD_ARGUMENTS[name]
+            warnings.warn(f"seq2seq.load({name}=...) is now {new}=...; the old name goes in a "
+                          "later release", FutureWarning, stacklevel=3)  # fmt: skip
+            name = new
+        upgraded[name] = value
+    return upgraded
 
 
 def export_search(description: dict[str, Any]) -> SearchSettings:
