@@ -15,9 +15,9 @@ from seq2seq.attention import (
     AdditiveAttention,
     Attention,
     DistanceAttention,
-    LocalAttention,
-    LocationAttention,
-    LuongAttention,
+    LuongGlobalAttention,
+    LuongLocalAttention,
+    LuongLocationAttention,
     MultiHeadAttention,
     ScaledDotProductAttention,
     luong,
@@ -43,18 +43,20 @@ class Variant:
 
 
 def local(score: str, predictive: bool, window: int = WINDOW) -> Callable[[int, int], Attention]:
-    def build(query_size: int, key_size: int) -> LocalAttention:
-        return LocalAttention(query_size, key_size, score, window=window, predictive=predictive)
+    def build(query_size: int, key_size: int) -> LuongLocalAttention:
+        return LuongLocalAttention(
+            query_size, key_size, score, window=window, predictive=predictive
+        )
 
     return build
 
 
 VARIANTS = [
     Variant("additive", lambda q, k: AdditiveAttention(q, k, hidden_size=6)),
-    Variant("luong-dot", lambda q, k: LuongAttention(q, k, "dot"), same_size=True),
-    Variant("luong-general", lambda q, k: LuongAttention(q, k, "general")),
-    Variant("luong-concat", lambda q, k: LuongAttention(q, k, "concat", hidden_size=6)),
-    Variant("location", lambda q, k: LocationAttention(q, k, max_positions=16)),
+    Variant("luong-dot", lambda q, k: LuongGlobalAttention(q, k, "dot"), same_size=True),
+    Variant("luong-general", lambda q, k: LuongGlobalAttention(q, k, "general")),
+    Variant("luong-concat", lambda q, k: LuongGlobalAttention(q, k, "concat", hidden_size=6)),
+    Variant("location", lambda q, k: LuongLocationAttention(q, k, max_positions=16)),
     *[
         Variant(f"local-{kind}-{score}", local(score, kind == "p"), score == "dot", kind == "p")
         for kind in "mp"
@@ -158,7 +160,7 @@ def test_gradients_reach_every_parameter(variant: Variant) -> None:
     context, _ = module(q, k, v, LENS, QUERY_POS)
     (context * torch.randn_like(context)).sum().backward()
     for name, parameter in [*module.named_parameters(), ("queries", q), ("keys", k)]:
-        if isinstance(module, LocationAttention) and name == "keys":
+        if isinstance(module, LuongLocationAttention) and name == "keys":
             continue  # location attention never reads the keys, by definition
         assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
 
@@ -195,25 +197,25 @@ def test_teacher_forcing_equals_step_by_step(variant: Variant, style: str) -> No
 
 def test_dot_score_needs_keys_of_the_query_size() -> None:
     with pytest.raises(ValueError, match="encoder_output='sum'"):
-        LuongAttention(8, 16, "dot")
+        LuongGlobalAttention(8, 16, "dot")
 
 
 def test_location_refuses_sources_longer_than_its_positions() -> None:
-    module = LocationAttention(D, D, max_positions=S - 1)
+    module = LuongLocationAttention(D, D, max_positions=S - 1)
     with pytest.raises(Seq2SeqError, match="max_positions"):
         module(*inputs(), LENS)
 
 
 def test_local_window_must_be_positive() -> None:
     with pytest.raises(Seq2SeqError, match="D >= 1"):
-        LocalAttention(D, D, window=0)
+        LuongLocalAttention(D, D, window=0)
 
 
 @pytest.mark.parametrize("score", ["dot", "general", "concat"])
 def test_local_m_with_a_wide_window_equals_global(score: str, lens: Tensor) -> None:
     torch.manual_seed(0)
-    wide = LocalAttention(D, D, score, window=S, predictive=False)
-    globally = LuongAttention(D, D, score, hidden_size=D)
+    wide = LuongLocalAttention(D, D, score, window=S, predictive=False)
+    globally = LuongGlobalAttention(D, D, score, hidden_size=D)
     globally.score.load_state_dict(wide.score.state_dict())
     q, k, v = inputs()
     for a, b in zip(wide(q, k, v, lens, QUERY_POS), globally(q, k, v, lens), strict=True):
@@ -228,7 +230,7 @@ def window_mask(positions: Tensor, inside: Tensor) -> Tensor:
 @pytest.mark.parametrize("score", ["dot", "general", "concat"])
 def test_local_p_is_softmax_in_the_window_times_a_gaussian(score: str) -> None:
     torch.manual_seed(0)
-    module = LocalAttention(D, D, score, window=WINDOW, predictive=True)
+    module = LuongLocalAttention(D, D, score, window=WINDOW, predictive=True)
     q, k, v = inputs()
     _, weights = module(q, k, v, LENS)
     p = module.centers(q, LENS)  # [B, Tq]
@@ -244,7 +246,7 @@ def test_local_p_is_softmax_in_the_window_times_a_gaussian(score: str) -> None:
 @pytest.mark.parametrize("scale", [0.1, 30.0], ids=["mild", "saturated"])
 def test_local_p_center_and_window_stay_in_the_sentence(lens: Tensor, scale: float) -> None:
     torch.manual_seed(0)
-    module = LocalAttention(D, D, "general", window=WINDOW, predictive=True)
+    module = LuongLocalAttention(D, D, "general", window=WINDOW, predictive=True)
     q, k, v = inputs()
     q = q * scale  # large queries push sigmoid to 0 or 1: p_t at the sentence's very ends
     per_query = (lens.unsqueeze(1) if lens.dim() == 1 else lens).expand(B, TQ)
@@ -263,7 +265,7 @@ def test_local_p_center_and_window_stay_in_the_sentence(lens: Tensor, scale: flo
 
 
 def test_local_m_centers_on_the_target_position() -> None:
-    module = LocalAttention(D, D, "general", window=WINDOW, predictive=False)
+    module = LuongLocalAttention(D, D, "general", window=WINDOW, predictive=False)
     q, k, v = inputs()
     assert torch.equal(module.centers(q, LENS, QUERY_POS), QUERY_POS.float())
     _, weights = module(q, k, v, LENS, QUERY_POS)
@@ -276,7 +278,7 @@ def test_local_m_centers_on_the_target_position() -> None:
 @pytest.mark.parametrize("predictive", [False, True], ids=["local-m", "local-p"])
 def test_a_local_step_touches_only_its_window(predictive: bool, monkeypatch) -> None:
     long_source = 40
-    module = LocalAttention(D, D, "concat", window=WINDOW, predictive=predictive)
+    module = LuongLocalAttention(D, D, "concat", window=WINDOW, predictive=predictive)
     q = torch.randn(B, 1, D)
     keys, values = module.prepare(torch.randn(B, long_source, D), torch.randn(B, long_source, 5))
     gathered: list[tuple[int, ...]] = []

@@ -10,7 +10,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from seq2seq.attention import LocalAttention, MultiHeadAttention
+from seq2seq.attention import LuongLocalAttention, MultiHeadAttention
 from seq2seq.common.errors import DataError
 from seq2seq.inference.checkpoint import Trained, load_trained
 from seq2seq.inference.search import SearchSettings
@@ -111,7 +111,7 @@ def test_local_attention_windows_are_recorded_where_the_weights_are(trained, pre
     model = untrained(
         trained,
         style="luong",
-        attention=partial(LocalAttention, window=window, predictive=predictive),
+        attention=partial(LuongLocalAttention, window=window, predictive=predictive),
     )
     sources = ["on the first of September", "forty-seven", "seven hundred and eighteen"]
     src_ids = trained.vocab.src.encode_batch(sources)
@@ -148,7 +148,7 @@ def test_other_attention_records_no_window(trained, test_pairs):
 
 def test_local_p_window_is_drawn_over_its_heatmap(trained, tmp_path):
     model = untrained(
-        trained, style="luong", attention=partial(LocalAttention, window=2, predictive=True)
+        trained, style="luong", attention=partial(LuongLocalAttention, window=2, predictive=True)
     )
     sentence = next(iter(reference_attention(model, ["forty-seven"], ["siebenundvierzig"])))
     T = sentence.weights.size(0)

@@ -110,7 +110,7 @@ def test_the_bases_name_no_attention() -> None:
 def test_a_later_class_path_keeps_the_init_args_the_new_class_shares(tmp_path: Path) -> None:
     """jsonargparse's merge, as configs/README.md describes it: a later file that names
     another attention class keeps the earlier class's init_args that the new one takes
-    (hidden_size) and drops the others (dropout: LuongAttention has none)."""
+    (hidden_size) and drops the others (dropout: LuongGlobalAttention has none)."""
     additive = tmp_path / "additive.yaml"
     additive.write_text(
         "model: {model: {init_args: {attention: {class_path: seq2seq.attention.AdditiveAttention,"
@@ -118,13 +118,13 @@ def test_a_later_class_path_keeps_the_init_args_the_new_class_shares(tmp_path: P
     )
     luong = tmp_path / "luong.yaml"
     luong.write_text(
-        "model: {model: {init_args: {attention: {class_path: seq2seq.attention.LuongAttention,"
-        " init_args: {score: general}}}}}"
+        "model: {model: {init_args: {attention: {"
+        "class_path: seq2seq.attention.LuongGlobalAttention, init_args: {score: general}}}}}"
     )
     files = [*recipe_files("en-de", "bahdanau"), additive, luong]
     attention = printed_config(files)["model"]["model"]["init_args"]["attention"]
     assert attention == {
-        "class_path": "seq2seq.attention.LuongAttention",
+        "class_path": "seq2seq.attention.LuongGlobalAttention",
         "init_args": {"score": "general", "hidden_size": 128},
     }
 

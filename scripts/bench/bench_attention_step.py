@@ -26,7 +26,7 @@ import torch
 from torch.utils.benchmark import Timer
 
 from scripts.bench.benchkit import figure, save_json
-from seq2seq.attention import LocalAttention, LuongAttention
+from seq2seq.attention import LuongGlobalAttention, LuongLocalAttention
 from seq2seq.model import Memory, VocabSpec
 from seq2seq.rnn import RNNSeq2Seq
 
@@ -37,9 +37,9 @@ PARTS = ("attention", "decoder")
 def variants(window: int) -> dict[str, partial]:
     """Attention factories (query size, key size) -> module, as a decoder builds them."""
     return {
-        "global": partial(LuongAttention, score="general"),
-        "local-m": partial(LocalAttention, score="general", window=window, predictive=False),
-        "local-p": partial(LocalAttention, score="general", window=window, predictive=True),
+        "global": partial(LuongGlobalAttention, score="general"),
+        "local-m": partial(LuongLocalAttention, score="general", window=window, predictive=False),
+        "local-p": partial(LuongLocalAttention, score="general", window=window, predictive=True),
     }
 
 

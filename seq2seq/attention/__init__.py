@@ -7,16 +7,20 @@ from seq2seq.attention.dot_product import (
     MultiHeadAttention,
     ScaledDotProductAttention,
 )
-from seq2seq.attention.luong import LocalAttention, LocationAttention, LuongAttention
+from seq2seq.attention.luong import (
+    LuongGlobalAttention,
+    LuongLocalAttention,
+    LuongLocationAttention,
+)
 
 __all__ = [
     "AdditiveAttention",
     "Attention",
     "DistanceAttention",
     "GlobalAttention",
-    "LocalAttention",
-    "LocationAttention",
-    "LuongAttention",
+    "LuongLocalAttention",
+    "LuongLocationAttention",
+    "LuongGlobalAttention",
     "MultiHeadAttention",
     "ScaledDotProductAttention",
 ]

@@ -70,7 +70,7 @@ def gather_window(x: Tensor, index: Tensor) -> Tensor:
     return x.reshape(B * S, P).index_select(0, rows.flatten()).view(*index.shape, P)
 
 
-class LuongAttention(GlobalAttention):
+class LuongGlobalAttention(GlobalAttention):
     """Luong's global attention: a softmax of the dot, general or concat score over every
     valid source position.
 
@@ -93,7 +93,7 @@ class LuongAttention(GlobalAttention):
         )
 
 
-class LocationAttention(SoftmaxAttention):
+class LuongLocationAttention(SoftmaxAttention):
     """Luong's location-based attention, ``a_t = softmax(W_a h_t)`` over the valid source
     positions: where to look is predicted from the query alone; the keys are not read.
 
@@ -118,14 +118,14 @@ class LocationAttention(SoftmaxAttention):
         return F.linear(queries, self.position_scores.weight[:num_keys])
 
 
-class LocalAttention(Attention):
+class LuongLocalAttention(Attention):
     """Luong's local attention (local-m or local-p) with the dot, general or concat score.
 
     See the module's docstring for how the window is chosen, clipped and gathered.
 
     Args:
         query_size, key_size: As in ``Attention``.
-        score: ``dot``, ``general`` or ``concat``, as in ``LuongAttention``.
+        score: ``dot``, ``general`` or ``concat``, as in ``LuongGlobalAttention``.
         hidden_size: Width of the concat score's hidden layer (default: ``query_size``).
         window: The window's half-width D (at least 1): it covers 2D + 1 source positions.
         predictive: local-p, a window center predicted from the decoder state; otherwise

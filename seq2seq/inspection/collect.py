@@ -7,11 +7,11 @@ forcing gives the same attention as the search's steps did (the encoder-decoder 
 teacher-forced and step-by-step decoding agree), in one batched pass, and lets a probe
 read local attention's window centers, which search does not expose.
 
-Luong's local attention (``seq2seq.attention.LocalAttention``) looks at a window around a
+Luong's local attention (``seq2seq.attention.LuongLocalAttention``) looks at a window around a
 center ``p_t``: the target position for local-m, a prediction from the decoder state for
 local-p. The attention contract returns the weights only, and an attention module must
 not keep state between calls, so ``p_t`` is not part of any output. ``LocalWindowProbe``
-gets it from outside: while the probe is active, a forward hook on the ``LocalAttention``
+gets it from outside: while the probe is active, a forward hook on the ``LuongLocalAttention``
 module (decoders call their attention as a module, so the hook sees every call) asks the
 module's own public ``centers`` and ``window_positions`` for the center and window of the
 queries it was called with. Leaving the probe removes the hook; the outputs are
@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 from tqdm.auto import tqdm
 
-from seq2seq.attention.luong import LocalAttention
+from seq2seq.attention.luong import LuongLocalAttention
 from seq2seq.common.errors import DataError
 from seq2seq.inference.batching import TokenBucketBatchSampler, collate
 from seq2seq.inference.checkpoint import Trained
@@ -82,16 +82,16 @@ def head_axes(trained: Trained) -> tuple[int, ...]:
     return tuple(attn.shape[1:-2])  # attn: [1, *heads, 1, 1]
 
 
-def find_local_attention(model: nn.Module) -> LocalAttention | None:
+def find_local_attention(model: nn.Module) -> LuongLocalAttention | None:
     """The model's local attention module, or None; more than one is an error."""
-    found = [m for m in model.modules() if isinstance(m, LocalAttention)]
+    found = [m for m in model.modules() if isinstance(m, LuongLocalAttention)]
     if len(found) > 1:
         raise ValueError(f"the model has {len(found)} local attention modules; expected one")
     return found[0] if found else None
 
 
 class LocalWindowProbe:
-    """Records the window centers and bounds of one ``LocalAttention`` over a forward pass.
+    """Records the window centers and bounds of one ``LuongLocalAttention`` over a forward pass.
 
     Use around a single teacher-forced call, whose decoder calls the attention once per
     target position (or once for all of them) on the same batch::
@@ -101,7 +101,7 @@ class LocalWindowProbe:
         centers, windows = probe.result()  # [B, T], [B, T, 2]
     """
 
-    def __init__(self, attention: LocalAttention) -> None:
+    def __init__(self, attention: LuongLocalAttention) -> None:
         self.attention = attention
         self._centers: list[Tensor] = []
         self._windows: list[Tensor] = []
@@ -109,7 +109,7 @@ class LocalWindowProbe:
 
     def _record(
         self,
-        module: LocalAttention,
+        module: LuongLocalAttention,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         output: tuple[Tensor, Tensor],
