@@ -239,7 +239,7 @@ def trained_transformer(trained_run, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("transformer")
     config = tiny_config(root, trained_run["corpus"])
     config["trainer"]["max_epochs"] = 1
-    config["model"]["model"] = {
+    config["model"]["network"] = {
         "class_path": "seq2seq.transformer.Transformer",
         "init_args": {
             "model_size": 16, "num_heads": 2, "ff_size": 32, "encoder_layers": 1,

@@ -109,7 +109,7 @@ def saved_by_the_task(path: Path, options: dict) -> dict:
     network = {"embed_size": 8, "hidden_size": 8}
     task = TranslationTask(partial(RNNSeq2Seq, **network), vocab, **options)
     config = {"class_path": "seq2seq.rnn.RNNSeq2Seq", "init_args": network}
-    task.run_config = yaml.safe_dump({"model": {"model": config, **options}})
+    task.run_config = yaml.safe_dump({"model": {"network": config, **options}})
     checkpoint = {"state_dict": task.state_dict()}
     task.on_save_checkpoint(checkpoint)
     torch.save(checkpoint, path)

@@ -58,7 +58,7 @@ def test_the_demo_config_on_two_processes_shards_training_and_scores_all_of_val(
     config["trainer"].update(max_epochs=2, default_root_dir=str(root), log_every_n_steps=5)
     record = {"class_path": "test_ddp.RecordTrainingRows", "init_args": {"out": str(tmp_path)}}
     config["trainer"]["callbacks"] = [*(config["trainer"].get("callbacks") or []), record]
-    model = config["model"]["model"]["init_args"]
+    model = config["model"]["network"]["init_args"]
     model.update(embed_size=16, hidden_size=16)
     model["attention"]["init_args"]["hidden_size"] = 16
     config["data"].update(

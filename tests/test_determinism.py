@@ -22,7 +22,7 @@ def fit(trained_run: dict, root: Path) -> Path:
     root.mkdir()
     config = tiny_config(root, trained_run["corpus"])
     config["data"]["cache_dir"] = str(trained_run["root"] / "cache")
-    config["model"]["model"]["init_args"]["dropout"] = 0.3
+    config["model"]["network"]["init_args"]["dropout"] = 0.3
     config["trainer"].update(limit_train_batches=6, log_every_n_steps=1)
     main(["fit", "--config", str(write_config(root / "config.yaml", config))])
     return root / "run"

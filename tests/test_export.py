@@ -44,7 +44,7 @@ def _fit_transformer(root: Path, corpus: Path, norm: str) -> Path:
     config = tiny_config(root, corpus)
     config["trainer"].update(max_epochs=20, limit_val_batches=0)
     config["model"]["lr"] = 0.01
-    config["model"]["model"] = {
+    config["model"]["network"] = {
         "class_path": "seq2seq.transformer.Transformer",
         "init_args": {
             "model_size": 32, "num_heads": 2, "ff_size": 64, "encoder_layers": 1,

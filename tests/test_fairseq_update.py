@@ -251,7 +251,7 @@ def our_steps(
 # -- the settings -------------------------------------------------------------------------
 def test_the_anchor_recipe_resolves_to_fairseqs_settings(anchor: dict[str, Any]) -> None:
     trainer, task, data = anchor["trainer"], anchor["model"], anchor["data"]
-    network = task["model"]
+    network = task["network"]
     fairseq = FairseqOptions()
     assert network["class_path"] == "seq2seq.transformer.Transformer"
     assert network["init_args"] == {
@@ -381,7 +381,7 @@ def vocabulary() -> Vocabulary:
 
 def task_options(config: dict[str, Any]) -> dict[str, Any]:
     """The task's own options of a run config (its ``model`` block but the network)."""
-    return {k: v for k, v in config["model"].items() if k not in ("model", "vocab")}
+    return {k: v for k, v in config["model"].items() if k not in ("network", "vocab")}
 
 
 def demo_batches(vocab: Vocabulary, count: int) -> list[Batch]:

@@ -83,7 +83,7 @@ def test_a_released_model_fine_tuned_on_a_new_domain_learns_it(
     start = seq2seq.load(RELEASED).trained
     tuned = load_trained(tmp_path / "checkpoints" / "last.ckpt")
     assert tuned.vocab.to_state() == start.vocab.to_state()  # no new SentencePiece model
-    assert tuned.config["model"]["model"] == start.config["model"]["model"]
+    assert tuned.config["model"]["network"] == start.config["model"]["network"]
     assert tuned.search.length_penalty == start.search.length_penalty == 2.0
     assert read_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 6
     pairs = read_lines(numbers / "train.en")[:40], read_lines(numbers / "train.de")[:40]
@@ -144,8 +144,8 @@ def test_frozen_parts_stay_bit_identical(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--model.model.init_args.model_size", "256"],
-         "model.model.init_args.model_size is 256 here but 128 in the model"),
+        (["--model.network.init_args.model_size", "256"],
+         "model.network.init_args.model_size is 256 here but 128 in the model"),
         (["--data.vocab_size", "8000"], "data.vocab_size is 8000 here but 10000 in the model"),
         (["--data.lowercase", "false"], "data.lowercase is False here but True in the model"),
         (["--config", str(REPO / "configs/multi30k/base/transformer.yaml")],

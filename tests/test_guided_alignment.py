@@ -62,7 +62,7 @@ def fit_transformer(root: Path, corpus: Path, *options: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     config = tiny_config(root, corpus)
     config["trainer"]["max_epochs"] = 8
-    config["model"]["model"] = {
+    config["model"]["network"] = {
         "class_path": "seq2seq.transformer.Transformer",
         "init_args": {"model_size": 32, "num_heads": 2, "ff_size": 64, "encoder_layers": 1,
                       "decoder_layers": 2, "dropout": 0.0},

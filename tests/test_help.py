@@ -156,14 +156,14 @@ def test_fit_help_lists_the_toolkits_options_before_lightnings(fit_help):
     assert max(i for i, option in enumerate(options) if option.startswith(ours)) < first_trainer
     assert all(option.startswith("--trainer") for option in options[first_trainer:])
     assert {"--trainer.max_epochs", "--trainer.devices"} <= set(options)  # all still there
-    assert "--model.model" in "\n".join(fit_help.splitlines()[:60])
+    assert "--model.network" in "\n".join(fit_help.splitlines()[:60])
 
 
 @pytest.mark.slow  # `seq2seq fit --help` in a child process
 def test_fit_help_lists_every_model_family(fit_help):
     families = {cls.__name__ for cls in concrete_subclasses(EncoderDecoder)}
     assert {"RNNSeq2Seq", "Transformer"} <= families
-    known = option_help(fit_help)["--model.model"].split("known subclasses:")[-1]
+    known = option_help(fit_help)["--model.network"].split("known subclasses:")[-1]
     listed = {path.strip(" ,)").rsplit(".", 1)[-1] for path in known.split()}
     assert families <= listed
 
@@ -177,7 +177,7 @@ def test_fit_help_lists_every_model_family(fit_help):
     ids=lambda cls: cls.__name__,
 )
 def test_every_parameter_of_a_model_or_attention_is_described(part):
-    """What `fit --model.model.help NAME` and `--model.model.attention.help NAME` show."""
+    """What `fit --model.network.help NAME` and `--model.network.attention.help NAME` show."""
     parser = jsonargparse.ArgumentParser(prog="part")
     parser.add_class_arguments(part, "part", skip={"vocab"})
     assert undescribed(parser.format_help(), "--part.") == []

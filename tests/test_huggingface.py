@@ -220,7 +220,7 @@ def test_a_batchs_training_loss_is_transformers_label_smoothed_loss(marian, trai
     from transformers.trainer_pt_utils import LabelSmoother
 
     opened = open_trained(str(marian))
-    network = build_model({"model": {"model": model_block(opened)}}, opened.trained.vocab.spec)
+    network = build_model({"model": {"network": model_block(opened)}}, opened.trained.vocab.spec)
     network.load_state_dict(starting_weights(opened))
     vocab, spec = opened.trained.vocab, opened.trained.vocab.spec
     corpus = trained_run["corpus"]
@@ -337,7 +337,7 @@ def post_norm(trained_run: dict, tmp_path_factory: pytest.TempPathFactory) -> Pa
     root = tmp_path_factory.mktemp("post-norm")
     config = tiny_config(root, trained_run["corpus"])
     config["trainer"].update(max_epochs=3, limit_val_batches=0)
-    config["model"]["model"] = {
+    config["model"]["network"] = {
         "class_path": "seq2seq.transformer.Transformer",
         "init_args": {"model_size": 32, "num_heads": 2, "ff_size": 64, "encoder_layers": 2,
                       "decoder_layers": 2, "norm": "post", "dropout": 0.0},

@@ -87,16 +87,31 @@ def test_a_search_stored_under_its_old_field_names_is_read_with_the_new(tmp_path
     )
 
 
-def test_fit_takes_the_old_spelling_of_a_renamed_option(trained_run, tmp_path):
-    """``--model.test_beam_size`` (now ``--model.test_beam``), a hidden alias; a config
-    file naming ``test_beam_size`` reads as ``test_beam``."""
+def test_fit_takes_the_old_spelling_of_a_renamed_option(trained_run, tmp_path, caplog):
+    """``--model.test_beam_size`` (now ``--model.test_beam``) and ``--model.model.*`` (now
+    ``--model.network.*``), each with a warning naming the new one; a config file naming
+    ``test_beam_size`` and ``model: {model: ...}`` reads as ``test_beam`` and
+    ``model: {network: ...}``."""
     config = yaml.safe_load(Path(trained_run["config"]).read_text())
     config["model"]["val_beam_size"] = config["model"].pop("val_beam", 1)
+    config["model"]["model"] = config["model"].pop("network")
     config["trainer"].update(default_root_dir=str(tmp_path / "run"), max_epochs=1)
     config["checkpoint"] = {"dirpath": str(tmp_path / "run" / "checkpoints")}
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump(config))
-    main(["fit", "--config", str(path), "--trainer.max_steps", "2", "--model.test_beam_size", "3"])
+    main(["fit", "--config", str(path), "--trainer.max_steps", "2", "--model.test_beam_size", "3",
+          "--model.model.init_args.dropout", "0.25"])  # fmt: skip
     payload = torch.load(tmp_path / "run/checkpoints/last.ckpt", weights_only=True)[CHECKPOINT_KEY]
     assert payload["search"]["beam"] == 3
     assert "test_beam: 3" in payload["config"] and "beam_size" not in payload["config"]
+    stored = yaml.safe_load(payload["config"])["model"]
+    assert "model" not in stored and stored["network"]["init_args"]["dropout"] == 0.25
+    assert "--model.model.init_args.dropout is now --model.network.init_args.dropout" in caplog.text
+
+
+def test_only_the_tasks_model_key_is_renamed():
+    old = {"model": {"model": {"class_path": "X"}, "lr": 0.1}, "data": {"model": "kept"}}
+    assert upgraded_config(old) == {
+        "model": {"network": {"class_path": "X"}, "lr": 0.1},
+        "data": {"model": "kept"},
+    }

@@ -67,9 +67,9 @@ def test_the_data_module_and_the_task_check_their_ranges_when_built():
     with pytest.raises(DataError, match=r"^data.max_len must be an integer >= 1, got 0$"):
         TranslationDataModule("corpus", "en", "de", max_len=0)
     with pytest.raises(Seq2SeqError, match=r"^model.label_smoothing must be a number in \[0, 1\)"):
-        TranslationTask(model=None, vocab=None, label_smoothing=1.0)  # type: ignore[arg-type]
+        TranslationTask(network=None, vocab=None, label_smoothing=1.0)  # type: ignore[arg-type]
     with pytest.raises(Seq2SeqError, match=r"^model.lr must be a number > 0, got 0.0$"):
-        TranslationTask(model=None, vocab=None, lr=0.0)  # type: ignore[arg-type]
+        TranslationTask(network=None, vocab=None, lr=0.0)  # type: ignore[arg-type]
 
 
 def test_fit_help_says_each_declared_range(capsys: pytest.CaptureFixture[str]):

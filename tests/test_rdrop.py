@@ -237,7 +237,7 @@ def fit_config(tmp_path: Path) -> Path:
     write_corpus(corpus, seed=3, sizes={"train": 200, "val": 8, "test": 8})
     config = tiny_config(tmp_path, corpus)
     config["trainer"]["max_epochs"] = 1
-    config["model"]["model"] = {
+    config["model"]["network"] = {
         "class_path": "seq2seq.transformer.Transformer",
         "init_args": {
             "model_size": 16, "num_heads": 2, "ff_size": 32, "encoder_layers": 1,

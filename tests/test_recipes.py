@@ -104,7 +104,7 @@ def test_the_bases_name_no_attention() -> None:
     recipe's attention class where the two share a name (see the next test)."""
     for base in ("rnn", "transformer"):
         model = yaml.safe_load((MULTI30K / "base" / f"{base}.yaml").read_text())["model"]
-        assert "attention" not in model["model"]["init_args"]
+        assert "attention" not in model["network"]["init_args"]
 
 
 def test_a_later_class_path_keeps_the_init_args_the_new_class_shares(tmp_path: Path) -> None:
@@ -113,16 +113,16 @@ def test_a_later_class_path_keeps_the_init_args_the_new_class_shares(tmp_path: P
     (hidden_size) and drops the others (dropout: LuongGlobalAttention has none)."""
     additive = tmp_path / "additive.yaml"
     additive.write_text(
-        "model: {model: {init_args: {attention: {class_path: seq2seq.attention.AdditiveAttention,"
+        "model: {network: {init_args: {attention: {class_path: seq2seq.attention.AdditiveAttention,"
         " init_args: {hidden_size: 128, dropout: 0.1}}}}}"
     )
     luong = tmp_path / "luong.yaml"
     luong.write_text(
-        "model: {model: {init_args: {attention: {"
+        "model: {network: {init_args: {attention: {"
         "class_path: seq2seq.attention.LuongGlobalAttention, init_args: {score: general}}}}}"
     )
     files = [*recipe_files("en-de", "bahdanau"), additive, luong]
-    attention = printed_config(files)["model"]["model"]["init_args"]["attention"]
+    attention = printed_config(files)["model"]["network"]["init_args"]["attention"]
     assert attention == {
         "class_path": "seq2seq.attention.LuongGlobalAttention",
         "init_args": {"score": "general", "hidden_size": 128},
@@ -161,7 +161,7 @@ def test_luong_variants_use_the_luong_decoder_with_input_feeding(
     effective: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
     for (_, name), config in effective.items():
-        args = config["model"]["model"]["init_args"]
+        args = config["model"]["network"]["init_args"]
         if name.startswith("luong-"):
             assert args["style"] == "luong" and args["input_feeding"] is True, name
         elif name.startswith(("bahdanau", "rnn-")):
@@ -172,7 +172,7 @@ def test_luong_variants_use_the_luong_decoder_with_input_feeding(
 def test_attention_variant_differs_from_bahdanau_only_in_its_variant(
     name: str, effective: dict[tuple[str, str], dict[str, Any]]
 ) -> None:
-    variable = ["trainer.default_root_dir", *(f"model.model.init_args.{k}" for k in MAY_DIFFER)]
+    variable = ["trainer.default_root_dir", *(f"model.network.init_args.{k}" for k in MAY_DIFFER)]
     variant, bahdanau = effective["en-de", name], effective["en-de", "bahdanau"]
     assert without(variant, *variable) == without(bahdanau, *variable)
 
@@ -284,10 +284,10 @@ def test_the_deep_encoder_student_is_the_anchor_with_layers_moved_to_the_encoder
     at most 3M parameters (issue 40's bound) at its full vocabulary."""
     student = effective["en-de", "transformer-student-6-2"]
     anchor = effective["en-de", "transformer-anchor"]
-    layers = [f"model.model.init_args.{side}_layers" for side in ("encoder", "decoder")]
+    layers = [f"model.network.init_args.{side}_layers" for side in ("encoder", "decoder")]
     changes = [*layers, "data.vocab_size", "trainer.default_root_dir"]
     assert without(student, *changes) == without(anchor, *changes)
-    shape = student["model"]["model"]["init_args"]
+    shape = student["model"]["network"]["init_args"]
     assert (shape["encoder_layers"], shape["decoder_layers"]) == (6, 2)
     assert (student["data"]["vocab_size"], anchor["data"]["vocab_size"]) == (8000, 10000)
     size = student["data"]["vocab_size"]

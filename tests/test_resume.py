@@ -49,8 +49,8 @@ def shipped_copy(
     )
     settings["early_stopping"] = {"patience": 100}
     model = settings["model"]
-    model["model"]["init_args"].update(embed_size=16, hidden_size=16)
-    model["model"]["init_args"]["attention"]["init_args"]["hidden_size"] = 16
+    model["network"]["init_args"].update(embed_size=16, hidden_size=16)
+    model["network"]["init_args"]["attention"]["init_args"]["hidden_size"] = 16
     model.update(lr=0.003, warmup_steps=5)
     settings["data"].update(
         source=str(corpus),
@@ -242,7 +242,7 @@ def test_demo_checkpoints_follow_the_root_dir(corpus, tmp_path):
         REPO / "configs/demo.yaml", "--trainer.default_root_dir", str(root),
         "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false",
         "--data.source", str(corpus), "--data.vocab_size", "400",
-        "--data.cache_dir", str(tmp_path / "cache"), "--model.model.init_args.embed_size", "16",
+        "--data.cache_dir", str(tmp_path / "cache"), "--model.network.init_args.embed_size", "16",
     )  # fmt: skip
     assert (root / "checkpoints/best.ckpt").is_file() and (root / "checkpoints/last.ckpt").is_file()
 

@@ -47,3 +47,30 @@ def test_the_root_dir_moves_every_output_folder_of_a_shipped_config(
     assert folders["trainer.default_root_dir"] == str(tmp_path)
     pinned = {key: path for key, path in folders.items() if not Path(path).is_relative_to(tmp_path)}
     assert pinned == {}, f"{name} pins output folders that the root dir cannot move"
+
+
+# How each shipped config was written before the release's renames (CHANGELOG.md): the
+# encoder-decoder under model.model, Luong's attentions under their old names.
+OLD_SPELLINGS = [
+    ("\n  network:", "\n  model:"),
+    ("LuongGlobalAttention", "LuongAttention"),
+    ("LuongLocationAttention", "LocationAttention"),
+    ("LuongLocalAttention", "LocalAttention"),
+]
+
+
+@pytest.mark.parametrize("name", [*SHIPPED, *WITH_OVERLAY])
+def test_a_shipped_config_written_with_the_old_names_builds_the_same_run(
+    name: str, tmp_path: Path
+) -> None:
+    """The upgrade table reads every old name of a shipped config as its new one: the
+    config a run would use is the same, key for key."""
+    files = {**SHIPPED, **WITH_OVERLAY}[name]
+    old_files = []
+    for index, path in enumerate(files):
+        text = path.read_text()
+        for new, old in OLD_SPELLINGS:
+            text = text.replace(new, old)
+        old_files.append(tmp_path / f"{index}-{path.name}")
+        old_files[-1].write_text(text)
+    assert printed_config(old_files) == printed_config(files)

@@ -54,7 +54,7 @@ def test_a_training_batch_reads_back_only_whether_its_loss_is_finite(
     out = tmp_path / "reads.json"
     config = tiny_config(tmp_path, trained_run["corpus"])
     config["data"]["cache_dir"] = str(trained_run["root"] / "cache")
-    config["model"]["model"] = TRANSFORMER
+    config["model"]["network"] = TRANSFORMER
     config["trainer"].update(max_epochs=None, max_steps=8, log_every_n_steps=50)
     config["trainer"]["callbacks"] = [
         {"class_path": f"{__name__}.HostReadAudit", "init_args": {"out": str(out)}}

@@ -32,7 +32,7 @@ def tiny_config(root: Path, corpus: Path) -> dict:
         },
         "checkpoint": {"dirpath": str(root / "run" / "checkpoints")},
         "model": {
-            "model": {
+            "network": {
                 "class_path": "seq2seq.rnn.RNNSeq2Seq",
                 "init_args": {"embed_size": 16, "hidden_size": 16, "dropout": 0.0},
             },

@@ -30,7 +30,7 @@ from seq2seq.common.ranges import declared_ranges
 from seq2seq.inference.checkpoint import CHECKPOINT_KEY, read_checkpoint
 from seq2seq.inference.upgrade import config_loader, upgraded_arguments
 
-# --model.model lists (and takes by class name) the EncoderDecoder subclasses that exist
+# --model.network lists (and takes by class name) the EncoderDecoder subclasses that exist
 # when the parser is built, so every model family is imported here.
 from seq2seq.rnn import RNNSeq2Seq
 from seq2seq.training.data.datamodule import TranslationDataModule
@@ -72,8 +72,8 @@ def training_help(command: str) -> dict[str, str]:
     families = ", ".join(family.__name__ for family in MODEL_FAMILIES)
     description = (
         f"{summary[0].upper()}{summary[1:]}. The toolkit's own options come first: "
-        f"--model.* (the task; --model.model is the model family, one of {families}: "
-        f"`seq2seq {command} --model.model.help NAME` shows its options), --data.* (the data "
+        f"--model.* (the task; --model.network is the encoder-decoder, one of {families}: "
+        f"`seq2seq {command} --model.network.help NAME` shows its options), --data.* (the data "
         "and vocabulary), --checkpoint.* and --early_stopping.* (both on validation BLEU), "
         "--ckpt_path; Lightning's Trainer options (--trainer.*: devices, precision, "
         "max_epochs, max_time, ...) come last."

@@ -144,11 +144,11 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def build_model(config: dict[str, Any], vocab: VocabSpec) -> EncoderDecoder:
-    """Instantiate the ``model.model`` block of a run config for ``vocab``."""
+    """Instantiate the ``model.network`` block of a run config for ``vocab``."""
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument("--network", type=Callable[[VocabSpec], EncoderDecoder])
     try:
-        parsed = parser.parse_object({"network": config["model"]["model"]})
+        parsed = parser.parse_object({"network": config["model"]["network"]})
     except (KeyError, TypeError) as error:
         raise CheckpointError(f"the checkpoint's config has no model block ({error})") from error
     factory = parser.instantiate(parsed).network

@@ -229,7 +229,7 @@ def load_huggingface(name: str | Path) -> Trained:
     languages = {"src_lang": getattr(tokenizer, "source_lang", None),
                  "tgt_lang": getattr(tokenizer, "target_lang", None)}  # fmt: skip
     run_config = {
-        "model": {"model": {"class_path": "seq2seq.transformer.Transformer",
+        "model": {"network": {"class_path": "seq2seq.transformer.Transformer",
                             "init_args": init_args}},
         "data": languages, "huggingface": label,
     }  # fmt: skip

@@ -46,7 +46,10 @@ RENAMED_CLASSES = {  # old class path -> the class's path now
     },
 }
 RENAMED_KEYS = {"val_beam_size": "val_beam", "test_beam_size": "test_beam"}  # the task's
+# keys renamed at one place of a run config (the task's encoder-decoder was model.model)
+RENAMED_NESTED_KEYS: dict[tuple[str, ...], str] = {("model", "model"): "network"}
 RENAMED_OPTIONS = {f"--model.{old}": f"--model.{new}" for old, new in RENAMED_KEYS.items()}
+RENAMED_OPTIONS["--model.model"] = "--model.network"  # and --model.model.init_args.* below
 # The options of the commands beside fit, and seq2seq.load's arguments, renamed so that an
 # option and the Python argument it sets share one name (dashes for underscores).
 RENAMED_COMMAND_OPTIONS = {
@@ -68,13 +71,17 @@ CONFIG_SEARCH_KEYS = {
 }
 
 
-def upgraded_config(config: Any) -> Any:
-    """A parsed config (mappings, lists, values) with every renamed class path and key
-    replaced."""
+def upgraded_config(config: Any, path: tuple[str, ...] = ()) -> Any:
+    """A parsed config (mappings, lists, values; at ``path`` in a run config, () for the
+    whole) with every renamed class path and key replaced."""
     if isinstance(config, dict):
-        return {RENAMED_KEYS.get(k, k): upgraded_config(value) for k, value in config.items()}
+        upgraded = {}
+        for key, value in config.items():
+            new = str(RENAMED_NESTED_KEYS.get((*path, key)) or RENAMED_KEYS.get(key) or key)
+            upgraded[new] = upgraded_config(value, (*path, new))
+        return upgraded
     if isinstance(config, list):
-        return [upgraded_config(value) for value in config]
+        return [upgraded_config(value, path) for value in config]
     return RENAMED_CLASSES.get(config, config) if isinstance(config, str) else config
 
 
@@ -118,10 +125,12 @@ def upgraded_arguments(args: list[str], renamed: dict[str, str] = RENAMED_OPTION
     upgraded = []
     for arg in args:
         option, equals, value = arg.partition("=")
-        if option in renamed:
-            log.warning("%s is now %s; the old name goes in a later release", option,
-                        renamed[option])  # fmt: skip
-        upgraded.append(renamed.get(option, option) + equals + value)
+        old = next((o for o in renamed if option == o or option.startswith(o + ".")), None)
+        if old is not None:
+            new = renamed[old] + option[len(old) :]
+            log.warning("%s is now %s; the old name goes in a later release", option, new)
+            option = new
+        upgraded.append(option + equals + value)
     return upgraded
 
 

@@ -43,9 +43,9 @@ def init_from_value(args: list[str]) -> str | None:
 
 
 def model_block(opened: Opened) -> dict[str, Any]:
-    """The ``model.model`` block (class_path, init_args) a run starting from the model
+    """The ``model.network`` block (class_path, init_args) a run starting from the model
     builds: the model's own, less an output bias that only banned ids (``starting_weights``)."""
-    block = copy.deepcopy(opened.trained.config["model"]["model"])
+    block = copy.deepcopy(opened.trained.config["model"]["network"])
     if "output.bias" not in starting_weights(opened):
         block.setdefault("init_args", {}).pop("output_bias", None)
     return block
@@ -86,7 +86,7 @@ def starting_options(source: str) -> list[str]:
     vocabulary = vocabulary_settings(opened)
     languages = [lang for lang in ("src_lang", "tgt_lang") if data.get(lang)]
     options = {
-        "--model.model": json.dumps(model_block(opened)),
+        "--model.network": json.dumps(model_block(opened)),
         "--model.init_from": source,
         "--model.test_beam": str(search.beam),
         "--model.length_penalty": str(search.length_penalty),
@@ -138,10 +138,10 @@ def check_contradictions(settings: Any, source: str) -> None:
             f"{here}: --data.subword_nbest samples segmentations of seq2seq's own "
             "vocabularies; a MarianMT tokenizer has none to sample (leave it out)"
         )
-    block, parsed = model_block(opened), _settings(settings.get("model.model"))
+    block, parsed = model_block(opened), _settings(settings.get("model.network"))
     if parsed.get("class_path") != block["class_path"]:
         raise UsageError(
-            f"{here}: --model.model is {parsed.get('class_path')} but the model is a "
+            f"{here}: --model.network is {parsed.get('class_path')} but the model is a "
             f"{block['class_path']}; the architecture comes from the model (leave it out)"
         )
     wanted = {**_class_defaults(block["class_path"]), **(block.get("init_args") or {})}
@@ -150,7 +150,7 @@ def check_contradictions(settings: Any, source: str) -> None:
         if key in MAY_CHANGE or key not in wanted or _same(value, wanted[key]):
             continue
         raise UsageError(
-            f"{here}: model.model.init_args.{key} is {value!r} here but {wanted[key]!r} in the "
+            f"{here}: model.network.init_args.{key} is {value!r} here but {wanted[key]!r} in the "
             f"model; the architecture comes from the model (leave {key} out)"
         )
     for key, value in vocabulary_settings(opened).items():

@@ -85,9 +85,9 @@ class TranslationTask(pl.LightningModule):
     Checkpoints carry the RNG states, so a resumed run draws the same dropout masks.
 
     Args:
-        model: The model family (``class_path``: one of the known subclasses) and its
-            settings (``init_args``). It is built from the linked ``vocab``, so vocabulary
-            sizes and special ids are never written in a config.
+        network: The encoder-decoder: its family (``class_path``: one of the known
+            subclasses) and settings (``init_args``). It is built from the linked ``vocab``,
+            so vocabulary sizes and special ids are never written in a config.
         vocab: The source and target tokenizers, linked from the data module's vocabulary.
         label_smoothing: Share of the target probability spread over the whole vocabulary
             in the training loss (0 is plain cross-entropy).
@@ -134,7 +134,7 @@ class TranslationTask(pl.LightningModule):
 
     def __init__(
         self,
-        model: Callable[[VocabSpec], EncoderDecoder],
+        network: Callable[[VocabSpec], EncoderDecoder],
         vocab: AnyVocabulary,
         label_smoothing: Annotated[float, Range(0, 1, below=True)] = 0.1,
         lr: Annotated[float, Range(0, above=True)] = 5e-4,
@@ -162,12 +162,13 @@ class TranslationTask(pl.LightningModule):
                 "model.guided_alignment and model.rdrop_alpha cannot both be on: choose one"
             )
         self.vocab = vocab
-        network = model(vocab.spec)
+        built = network(vocab.spec)
         # what the run started from (None: random weights), and what it keeps fixed
-        self.started_from = load_starting_weights(network, init_from) if init_from else None
+        self.started_from = load_starting_weights(built, init_from) if init_from else None
         self.frozen: list[Part] = list(freeze or [])
-        self.trainable, _ = freeze_parts(network, self.frozen)
-        self.model = cpu_dropouts(network)  # a cheaper dropout mask on a CPU
+        self.trainable, _ = freeze_parts(built, self.frozen)
+        # a cheaper dropout mask on a CPU; "model." prefixes its weights in a checkpoint
+        self.model = cpu_dropouts(built)
         self.label_smoothing = label_smoothing
         self.lr, self.betas, self.weight_decay = lr, betas, weight_decay
         self.warmup_steps, self.schedule = warmup_steps, schedule
