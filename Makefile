@@ -93,47 +93,47 @@ endif
 RUN_PY := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/python
 
 bench: bench-step bench-speed bench-scale bench-joey-speed bench-joey bench-quality bench-joey-decoding
-	$(RUN_PY) scripts/bench/bench_summary.py $(BENCH)
+	$(RUN_PY) -m scripts.bench.bench_summary $(BENCH)
 
 bench-step: $(BENCH)/attention-step/step_times.json
 $(BENCH)/attention-step/step_times.json: | $(STAMP)
-	$(RUN_PY) scripts/bench/bench_attention_step.py --out $(@D) $(STEP_ARGS)
+	$(RUN_PY) -m scripts.bench.bench_attention_step --out $(@D) $(STEP_ARGS)
 
 bench-speed: $(BENCH)/transformer-speed.json
 $(BENCH)/transformer-speed.json: | $(STAMP) multi30k
-	$(RUN_PY) scripts/bench/bench_transformer_speed.py --data data/multi30k --out $@ $(SPEED_ARGS)
+	$(RUN_PY) -m scripts.bench.bench_transformer_speed --data data/multi30k --out $@ $(SPEED_ARGS)
 
 bench-scale: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench/bench_scale.py --data data/multi30k --out $(BENCH)/scale $(SCALE_ARGS)
+	$(RUN_PY) -m scripts.bench.bench_scale --data data/multi30k --out $(BENCH)/scale $(SCALE_ARGS)
 
 # Joey NMT and seq2seq training, whole runs alternating A B A B
 bench-joey-speed: $(STAMP) multi30k
-	$(RUN_PY) scripts/peers/bench_joey_speed.py --out $(BENCH)/joey-speed.json $(JOEY_SPEED_ARGS)
+	$(RUN_PY) -m scripts.peers.bench_joey_speed --out $(BENCH)/joey-speed.json $(JOEY_SPEED_ARGS)
 
 # Joey NMT's Transformer trained as long as ours, for bench-joey-decoding (`--decode` naming
 # no search: training only, since bench-joey-decoding decodes both models in turn)
 bench-joey: $(STAMP) multi30k
-	$(RUN_PY) scripts/peers/peer_joey.py --model transformer --decode --out $(BENCH)/joey.json $(JOEY_ARGS)
+	$(RUN_PY) -m scripts.peers.peer_joey --model transformer --decode --out $(BENCH)/joey.json $(JOEY_ARGS)
 
 bench-quality: $(STAMP) multi30k
 	for pair in $(QUALITY_PAIRS); do \
-	  $(RUN_PY) scripts/bench/bench_quality.py --pair $$pair --out $(BENCH)/quality-$$pair $(QUALITY_ARGS) || exit 1; done
+	  $(RUN_PY) -m scripts.bench.bench_quality --pair $$pair --out $(BENCH)/quality-$$pair $(QUALITY_ARGS) || exit 1; done
 
 # both Transformers decode test_2016, alternating A B A B (after bench-joey and bench-quality)
 bench-joey-decoding: $(STAMP) multi30k
-	$(RUN_PY) scripts/peers/bench_joey_decoding.py --out $(BENCH)/joey-decoding.json \
+	$(RUN_PY) -m scripts.peers.bench_joey_decoding --out $(BENCH)/joey-decoding.json \
 	  --ours-result $(BENCH)/quality-en-de/transformer/result.json $(JOEY_DECODING_ARGS)
 
 # The released models' cards: each model's test_2016 scores, beam-5 speed and load time,
 # from the shipped files, into models/NAME/results.json and its README.md; not in `bench`.
 BENCH_MODELS_ARGS ?=
 bench-models: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench/bench_models.py --data data/multi30k --work $(BENCH)/models $(BENCH_MODELS_ARGS)
+	$(RUN_PY) -m scripts.bench.bench_models --data data/multi30k --work $(BENCH)/models $(BENCH_MODELS_ARGS)
 
 # Word alignments on human gold: the released models' attention beside eflomal and
 # fast_align trained on the same data (docs/benchmarks/alignment.md); not in `bench`
 bench-align: $(STAMP) multi30k alignment-gold aligners
-	$(RUN_PY) scripts/bench/bench_align.py --gold data/alignment --data data/multi30k \
+	$(RUN_PY) -m scripts.bench.bench_align --gold data/alignment --data data/multi30k \
 	  --work $(BENCH)/align --doc docs/benchmarks/alignment.md
 
 # eflomal (pip, compiled with the machine's C compiler) and fast_align (built with cmake)
@@ -156,7 +156,7 @@ alignment-gold:
 # Start-up time, peak RSS of every process, cache size and tokens/s against corpus size
 # (Multi30k pairs joined two by two); not in `bench`: it takes hours, run it on its own
 bench-corpus: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench/bench_corpus.py --out $(BENCH)/corpus $(CORPUS_ARGS)
+	$(RUN_PY) -m scripts.bench.bench_corpus --out $(BENCH)/corpus $(CORPUS_ARGS)
 
 # `seq2seq translate --ckpt C` on one line against `python -c "import torch"`, alternating;
 # C is the demo's checkpoint unless COLD_START_CKPT says otherwise (`make demo` first), and
@@ -165,7 +165,7 @@ bench-corpus: $(STAMP) multi30k
 COLD_START_CKPT ?= $(DEMO_CKPT)
 COLD_START_ROUNDS ?= 7
 bench-cold-start: $(STAMP)
-	$(RUN_PY) scripts/bench/bench_cold_start.py --ckpt $(COLD_START_CKPT) --rounds $(COLD_START_ROUNDS) \
+	$(RUN_PY) -m scripts.bench.bench_cold_start --ckpt $(COLD_START_CKPT) --rounds $(COLD_START_ROUNDS) \
 	  $(if $(COLD_START_BEFORE),--before $(COLD_START_BEFORE)) --out $(BENCH)/cold-start.json
 
 # One Transformer decoding test_2016 with seq2seq (fp32, bf16) and its CTranslate2 export
@@ -174,7 +174,7 @@ bench-cold-start: $(STAMP)
 ENGINES_CKPT ?= $(shell $(BIN)/python -c "import json; print(json.load(open('$(BENCH)/quality-en-de/transformer/result.json'))['evaluated'])" 2>/dev/null)
 bench-engines: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
-	$(RUN_PY) scripts/bench/bench_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
+	$(RUN_PY) -m scripts.bench.bench_engines --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
 	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz \
 	  --rounds 4
 
@@ -182,7 +182,7 @@ bench-engines: $(STAMP) multi30k
 # of; not in `bench`.
 profile-engines: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
-	$(RUN_PY) scripts/bench/profile_engines.py --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
+	$(RUN_PY) -m scripts.bench.profile_engines --ckpt $(ENGINES_CKPT) --out $(BENCH)/engines \
 	  --src data/multi30k/test_2016_flickr.en.gz --ref data/multi30k/test_2016_flickr.de.gz \
 	  --json $(BENCH)/profile-engines.json
 
@@ -190,13 +190,13 @@ profile-engines: $(STAMP) multi30k
 # test_2016, profiled by operator); not in `bench`.
 profile-search: $(STAMP) multi30k
 	@test -n "$(ENGINES_CKPT)" || { echo "give ENGINES_CKPT=... or run make bench-quality first"; exit 1; }
-	$(RUN_PY) scripts/bench/profile_search.py --ckpt $(ENGINES_CKPT) \
+	$(RUN_PY) -m scripts.bench.profile_search --ckpt $(ENGINES_CKPT) \
 	  --src data/multi30k/test_2016_flickr.en.gz --json $(BENCH)/profile-search.json
 
 # Beam-5 cost of Transformer shapes (the recipe's, the anchor's, shallow decoders) at the
 # same output lengths, untrained: which student shape could decode 2x the recipe; not in `bench`.
 bench-decoder-shapes: $(STAMP) multi30k
-	$(RUN_PY) scripts/bench/bench_decoder_shapes.py --src data/multi30k/test_2016_flickr.en.gz \
+	$(RUN_PY) -m scripts.bench.bench_decoder_shapes --src data/multi30k/test_2016_flickr.en.gz \
 	  --out $(BENCH)/decoder-shapes.json
 
 # `seq2seq serve --ckpt SERVE_CKPT` on 127.0.0.1 under 1, 8 and 32 clients sending single
@@ -205,7 +205,7 @@ bench-decoder-shapes: $(STAMP) multi30k
 SERVE_SECONDS ?= 20
 bench-serve: $(STAMP) multi30k
 	@test -n "$(SERVE_CKPT)" || { echo "give SERVE_CKPT=... (a checkpoint to serve)"; exit 1; }
-	$(RUN_PY) scripts/bench/bench_serve.py --ckpt $(SERVE_CKPT) --src data/multi30k/test_2016_flickr.en.gz \
+	$(RUN_PY) -m scripts.bench.bench_serve --ckpt $(SERVE_CKPT) --src data/multi30k/test_2016_flickr.en.gz \
 	  --seconds $(SERVE_SECONDS) --serve-args "$(SERVE_ARGS)" --out $(BENCH)/serve.json
 
 # The GPU check (scripts/gpu/gpu_check.py; not part of `make bench`). Here, beforehand:
@@ -234,7 +234,7 @@ gpu-check:
 	  || echo "gpu-check: seq2seq is imported from this folder (PYTHONPATH)"
 	mkdir -p $(GPU_CHECK_OUT)
 	set -o pipefail; PYTHONPATH=$(GPU_SITE):$(CURDIR) PYTHONUNBUFFERED=1 \
-	  python3 scripts/gpu/gpu_check.py --out $(GPU_CHECK_OUT) 2>&1 | tee $(GPU_CHECK_OUT)/gpu_check.log
+	  python3 -m scripts.gpu.gpu_check --out $(GPU_CHECK_OUT) 2>&1 | tee $(GPU_CHECK_OUT)/gpu_check.log
 
 # Issue 40's final recipe end to end, each step skipped once done (its records in
 # runs/selection; about 7 hours on 2 CPU cores with the anchor as the teacher): the teacher's
@@ -271,7 +271,7 @@ TEACHER_SEEDS := $(sort $(SEEDS) $(word 2,$(TEACHER_PARTS)))
 # the teacher's corpus: anchor:1's is multi30k-distill-anchor-orig, anchor:2's
 # multi30k-distill-anchor2-orig, an ensemble NAME's multi30k-distill-NAME-orig
 STUDENT_DATA := data/multi30k-distill-$(subst :,,$(patsubst %:1,%,$(TEACHER)))-orig
-SELECT := $(RUN_PY) scripts/select_on_val.py
+SELECT := $(RUN_PY) -m scripts.select_on_val
 TEST_SPLITS := test_2016_flickr test_2017_flickr test_2017_mscoco
 CASING := data/casing/multi30k.de.json
 $(CASING): | $(STAMP) multi30k

@@ -14,17 +14,17 @@ against them, and replaces none there that the new one does not extend; ``releas
 a recipe's seed, under what val chose, as a released model (``models/NAME``). The protocol:
 docs/benchmarks/selection.md.
 
-    python scripts/select_on_val.py train --name anchor --seeds 1 2 3 \\
+    python -m scripts.select_on_val train --name anchor --seeds 1 2 3 \\
         --config configs/multi30k/base/transformer.yaml --config my-variant.yaml [-- OPTIONS]
-    python scripts/select_on_val.py train --name student --recipe transformer-anchor
-    python scripts/select_on_val.py --data data/multi30k-subword-nmt train --name cut \
+    python -m scripts.select_on_val train --name student --recipe transformer-anchor
+    python -m scripts.select_on_val --data data/multi30k-subword-nmt train --name cut \
         --recipe transformer-anchor-subword-nmt --remove-bpe   # scored on joined pieces
-    python scripts/select_on_val.py table
-    python scripts/select_on_val.py final --name anchor
-    python scripts/select_on_val.py ensemble --name two --members anchor:1 anchor:2
-    python scripts/select_on_val.py distill --teacher anchor:1 --corpus data/multi30k-kd
-    python scripts/select_on_val.py record --into docs/benchmarks/results/selection
-    python scripts/select_on_val.py release --member anchor:1 --as NAME --description TEXT
+    python -m scripts.select_on_val table
+    python -m scripts.select_on_val final --name anchor
+    python -m scripts.select_on_val ensemble --name two --members anchor:1 anchor:2
+    python -m scripts.select_on_val distill --teacher anchor:1 --corpus data/multi30k-kd
+    python -m scripts.select_on_val record --into docs/benchmarks/results/selection
+    python -m scripts.select_on_val release --member anchor:1 --as NAME --description TEXT
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: scripts.*
 
 from scripts.bench.benchkit import (
     RECIPES,

@@ -7,6 +7,7 @@ import argparse
 import ast
 import importlib.util
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -263,7 +264,7 @@ def test_val_chooses_between_the_average_and_the_best_checkpoint(
 
 
 def is_script(path: Path) -> bool:
-    """A script runs (``python scripts/bench/X.py``); a kit (benchkit) is only imported."""
+    """A script runs (``python -m scripts.bench.X``); a kit (benchkit) is only imported."""
     return 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
 
 
@@ -276,7 +277,7 @@ SCRIPT_NAMES = sorted(
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_every_script_imports_and_imports_no_other_script(name: str):
-    """As ``python scripts/bench/X.py`` runs them, importing the kits as ``scripts.*``."""
+    """As ``python -m scripts.bench.X`` runs them, importing the kits as ``scripts.*``."""
     load_script(name)
     imported = set()
     for node in ast.walk(ast.parse((SCRIPTS / f"{name}.py").read_text(encoding="utf-8"))):
@@ -288,6 +289,16 @@ def test_every_script_imports_and_imports_no_other_script(name: str):
         "scripts." + n.replace("/", ".") for n in SCRIPT_NAMES if is_script(SCRIPTS / f"{n}.py")
     }
     assert not imported & scripts
+
+
+def test_no_script_edits_the_import_path_and_one_runs_as_a_module():
+    """Python's own way to run a module of a package, ``python -m scripts.bench.X`` from the
+    repository's root, needs no script to edit ``sys.path``."""
+    editing = [n for n in SCRIPT_NAMES if "sys.path" in (SCRIPTS / f"{n}.py").read_text()]
+    assert editing == []
+    done = subprocess.run([sys.executable, "-m", "scripts.bench.bench_summary", "--help"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr
 
 
 def write_metrics(path: Path, rows: list[tuple[int, float | str, float | str]]) -> None:

@@ -20,7 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from seq2seq.model import VocabSpec
 from seq2seq.transformer import Transformer
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,8 @@ def test_the_check_runs_end_to_end_on_a_cpu(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(SCRIPTS / "gpu" / "gpu_check.py"),
+            "-m",
+            "scripts.gpu.gpu_check",
             "--device",
             "cpu",
             "--tiny",
@@ -97,6 +98,7 @@ def test_the_check_runs_end_to_end_on_a_cpu(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=1200,
+        cwd=REPO,
     )
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     results = json.loads((out / "gpu_check.json").read_text())

@@ -29,13 +29,13 @@ def planned(*variables: str) -> tuple[dict[str, list[str]], list[str], list[str]
     ).stdout.replace("\\\n", " ")  # fmt: skip
     steps, scored, final = {}, [], []
     for line in printed.splitlines():
-        if "select_on_val.py" not in line:
+        if "scripts.select_on_val" not in line:
             continue
         if names := re.search(r"for name in ([^;]*);", line):
             scored = names.group(1).split()
             line = line[names.end() :].split("||")[0].removeprefix(" do")
         words = shlex.split(line)
-        words = words[words.index("scripts/select_on_val.py") + 1 :]
+        words = words[words.index("scripts.select_on_val") + 1 :]
         if names:
             final = words
         else:

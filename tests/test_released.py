@@ -235,11 +235,10 @@ def test_the_benchmark_writes_the_cards_figures_from_the_shipped_files(
     for lang in ("en", "de"):  # the tiny corpus's test split, as Multi30k's test_2016
         text = (trained_run["corpus"] / f"test.{lang}").read_bytes()
         (data / f"test_2016_flickr.{lang}.gz").write_bytes(gzip.compress(text))
-    script = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "bench_models.py"
     done = subprocess.run(
-        [sys.executable, str(script), "--models", str(models), "--data", str(data),
-         "--work", str(tmp_path / "work"), "--rounds", "1"],
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "scripts.bench.bench_models", "--models", str(models),
+         "--data", str(data), "--work", str(tmp_path / "work"), "--rounds", "1"],
+        capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[1],
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((models / NAME / RESULTS).read_text())

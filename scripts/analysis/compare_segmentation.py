@@ -8,7 +8,7 @@ tokens the two cut otherwise (XML escapes such as ``&quot;`` aside). A third, Se
 learnt over the Moses tokens, shows what the tokenization alone changes. Needs subword-nmt,
 which seq2seq does not depend on (``pip install subword-nmt``).
 
-    python scripts/analysis/compare_segmentation.py --data data/multi30k compare
+    python -m scripts.analysis.compare_segmentation --data data/multi30k compare
 
 To train on the baseline's segmentation, ``write`` copies the corpus cut as the baseline cut
 it (lowercased, Moses-tokenized with XML escapes, 10k joint merges, ``@@`` markers), for a
@@ -16,7 +16,7 @@ vocabulary of ``spm_model_type: word`` to read as it is; ``seq2seq evaluate --re
 (``select_on_val.py train --remove-bpe``) joins the pieces of translations and references
 again and scores the tokens, as fairseq's BLEU scores the baseline's:
 
-    python scripts/analysis/compare_segmentation.py write --out data/multi30k-subword-nmt
+    python -m scripts.analysis.compare_segmentation write --out data/multi30k-subword-nmt
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ logged before it (at most ``log_every_n_steps`` steps early). ``--metric
 val_bleu_literature`` plots the lowercased, tokenized BLEU instead (runs from before it
 was logged have none), the one to compare a model trained on lowercased text with.
 
-    python scripts/analysis/plot_bleu_curve.py --out docs/bleu-curve.png \\
+    python -m scripts.analysis.plot_bleu_curve --out docs/bleu-curve.png \\
         Bahdanau=runs/multi30k-en-de-bahdanau Transformer=runs/multi30k-en-de-transformer
 """
 

@@ -24,7 +24,7 @@ recall, and the AER difference from eflomal with its paired interval; for each s
 share of its words that Multi30k's training text never holds. Writes ``WORK/results.json``,
 ``--doc`` (a markdown page) and a picture of one sentence aligned by each system.
 
-    python scripts/bench/bench_align.py --gold data/alignment --data data/multi30k \\
+    python -m scripts.bench.bench_align --gold data/alignment --data data/multi30k \\
         --work runs/bench/align --doc docs/benchmarks/alignment.md
 """
 
@@ -40,8 +40,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import seq2seq
 from scripts.bench.benchkit import cpu_model, figure, load_json, markdown_table, save_json

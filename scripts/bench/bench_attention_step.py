@@ -7,7 +7,7 @@ Global attention scores every position; local attention gathers a 2D+1 window an
 stay flat. The sweep runs ``--repeats`` times after an untimed warm-up; a point is the
 median of its repeats. Writes ``step_times.json`` and ``step_times.png``.
 
-    python scripts/bench/bench_attention_step.py --out runs/bench/attention-step
+    python -m scripts.bench.bench_attention_step --out runs/bench/attention-step
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 from torch.utils.benchmark import Timer

@@ -6,7 +6,7 @@ and with ``--before DIR`` the same with another checkout's code first on PYTHONP
 Wall-clock seconds of each, median (and min) over the rounds, and the median minus torch's.
 
     git worktree add --detach /tmp/seq2seq-before c5fc07d
-    python scripts/bench/bench_cold_start.py --ckpt runs/demo/checkpoints/best.ckpt \\
+    python -m scripts.bench.bench_cold_start --ckpt runs/demo/checkpoints/best.ckpt \\
         --before /tmp/seq2seq-before --rounds 7 --out runs/bench/cold-start.json
 """
 
@@ -19,8 +19,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 from scripts.bench.benchkit import REPO, SEQ2SEQ, alternate, python_path, save_json
 

@@ -8,8 +8,8 @@ to the first step, every process's peak RSS, the cache on disk, tokens/s after `
 steps, against the targets set for 5M pairs. Resumable (``corpus.json``); writes
 ``table.md`` and ``corpus.png``. Results: docs/benchmarks/corpus-scale.md.
 
-    python scripts/bench/bench_corpus.py --out runs/bench/corpus     # make bench-corpus
-    python scripts/bench/bench_corpus.py --sizes 20000 60000 --steps 12 --out /tmp/corpus-quick
+    python -m scripts.bench.bench_corpus --out runs/bench/corpus     # make bench-corpus
+    python -m scripts.bench.bench_corpus --sizes 20000 60000 --steps 12 --out /tmp/corpus-quick
 """
 
 from __future__ import annotations
@@ -20,14 +20,11 @@ import math
 import os
 import platform
 import shutil
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import numpy as np
 from pytorch_lightning import Callback, LightningModule, Trainer

@@ -9,7 +9,7 @@ step. A trained model stops at its own lengths, so this ranks shapes, it does no
 timing trained ones. Sources: the Multi30k split's sentences as random piece ids, 1.2 pieces
 a word. Shapes alternate A B A B; the table gives each one's median.
 
-    python scripts/bench/bench_decoder_shapes.py --src data/multi30k/test_2016_flickr.en.gz \
+    python -m scripts.bench.bench_decoder_shapes --src data/multi30k/test_2016_flickr.en.gz \
         --out runs/bench/decoder-shapes.json
 """
 
@@ -19,8 +19,6 @@ import argparse
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 

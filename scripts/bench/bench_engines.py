@@ -8,7 +8,7 @@ left out), peak RSS, cased sacreBLEU against ``--ref``. Rounds alternate the eng
 A B C D); the table gives medians. The exports are written once into ``--out``, the runs to
 ``--out/results.json``. Results: docs/benchmarks/engines.md.
 
-    python scripts/bench/bench_engines.py --ckpt CKPT --src test.en.gz --ref test.de.gz \\
+    python -m scripts.bench.bench_engines --ckpt CKPT --src test.en.gz --ref test.de.gz \\
         --out runs/bench/engines --rounds 4
 """
 
@@ -18,9 +18,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 from scripts.bench.benchkit import (
     alternate,

@@ -7,7 +7,7 @@ released model writes lowercase) and chrF on the numbers corpus's test split, an
 Multi30k's val split (what the model knew), beam 5 with the model's own search; the wall
 time of each fit. Writes ``--out`` (JSON) and prints a table.
 
-    python scripts/bench/bench_finetune.py --name multi30k-en-de --data data/multi30k \\
+    python -m scripts.bench.bench_finetune --name multi30k-en-de --data data/multi30k \\
         --work runs/bench/finetune --out runs/bench/finetune/results.json
 """
 
@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import seq2seq
 from scripts.bench.benchkit import cpu_model, load_json, save_json

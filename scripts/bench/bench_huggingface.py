@@ -9,19 +9,16 @@ length penalty (``length_penalty=0`` in both, ``early_stopping=True``); then bea
 with its own batching, transformers in batches of ``--batch`` sentences). Writes ``--out``
 (JSON) and prints a summary.
 
-    python scripts/bench/bench_huggingface.py --hf DIR --src sentences.en --out hf.json
+    python -m scripts.bench.bench_huggingface --hf DIR --src sentences.en --out hf.json
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 

@@ -18,19 +18,16 @@ clipping, label smoothing 0.1, no dropout):
 
 Writes ``--out`` (JSON) and prints a summary.
 
-    python scripts/bench/bench_marian_finetune.py --hf DIR --data CORPUS --out marian.json
+    python -m scripts.bench.bench_marian_finetune --hf DIR --data CORPUS --out marian.json
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 
@@ -70,7 +67,7 @@ def loss_difference(hf_folder: str, sources: list[str], targets: list[str]) -> f
     transformers = import_transformers()
     opened = open_trained(hf_folder)
     vocab, spec = opened.trained.vocab, opened.trained.vocab.spec
-    network = build_model({"model": {"model": model_block(opened)}}, spec).eval()
+    network = build_model({"model": {"network": model_block(opened)}}, spec).eval()
     network.load_state_dict(starting_weights(opened))
     tokenizer = transformers.AutoTokenizer.from_pretrained(hf_folder)
     hf = transformers.MarianMTModel.from_pretrained(hf_folder).eval()

@@ -10,7 +10,7 @@ compared line by line, and its load time measured beside. Each model's figures g
 ``results.json`` and into the figures block of its card (``README.md``); ``make
 bench-models`` runs it.
 
-    python scripts/bench/bench_models.py --data data/multi30k [--names multi30k-en-de] \\
+    python -m scripts.bench.bench_models --data data/multi30k [--names multi30k-en-de] \\
         [--full-precision multi30k-en-de=runs/selection/student-short/seed2/last-10.ckpt]
 """
 
@@ -22,8 +22,6 @@ import statistics
 import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 import yaml

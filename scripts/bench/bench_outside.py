@@ -22,7 +22,7 @@ BLEU, and sacreBLEU and chrF of the output recased by the model's casing table. 
 go into ``WORK/outside.json`` and into the model's ``results.json`` and card (``make
 bench-models`` keeps them).
 
-    python scripts/bench/bench_outside.py --name multi30k-en-de --data data/multi30k \\
+    python -m scripts.bench.bench_outside --name multi30k-en-de --data data/multi30k \\
         --work runs/bench/outside --rounds 3
 """
 
@@ -35,8 +35,6 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import seq2seq
 from scripts.bench.benchkit import (

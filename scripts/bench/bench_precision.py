@@ -13,7 +13,7 @@ with ``--emulate-avx2`` on an AVX512 machine to measure as an AVX2-only CPU woul
 and oneDNN's kernels limited to AVX2 by their environment variables). Resumable: a finished
 run is not redone.
 
-    python scripts/bench/bench_precision.py --out runs/bench/precision.json --steps 30 --rounds 2 \\
+    python -m scripts.bench.bench_precision --out runs/bench/precision.json --steps 30 --rounds 2 \\
         --ckpt CKPT
 """
 
@@ -24,11 +24,8 @@ import functools
 import gzip
 import itertools
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 from scripts.bench.benchkit import (
     RATE,

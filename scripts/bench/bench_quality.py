@@ -10,9 +10,9 @@ decoding sentences/s, peak RSS, and sacreBLEU's paired bootstrap of every recipe
 a fit already run on its own instead of training. Resumable: a recipe with a result.json is
 skipped, a finished fit (train.json) is not redone.
 
-    python scripts/bench/bench_quality.py --minutes 20                        # En->De, every config
-    python scripts/bench/bench_quality.py --pair en-fr --minutes 20
-    python scripts/bench/bench_quality.py --smoke --configs luong-dot luong-local-p
+    python -m scripts.bench.bench_quality --minutes 20                        # En->De, every config
+    python -m scripts.bench.bench_quality --pair en-fr --minutes 20
+    python -m scripts.bench.bench_quality --smoke --configs luong-dot luong-local-p
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest

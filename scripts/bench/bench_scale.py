@@ -7,7 +7,7 @@ Multi30k En->De batches, benchkit's training step (one warm-up batch not counted
 rise over the RSS just before the step. Both models have the recipes' reference sizes.
 Resumable: points in ``<out>/scale.json`` are not measured again.
 
-    python scripts/bench/bench_scale.py --data data/multi30k --out runs/bench/scale
+    python -m scripts.bench.bench_scale --data data/multi30k --out runs/bench/scale
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 

@@ -7,9 +7,9 @@ answered and failed, p50 and p99 latency, sentences/s, the server's peak RSS (Vm
 before each level where the kernel allows) and sentences per batch of the dynamic batcher.
 The server is always killed.
 
-    python scripts/bench/bench_serve.py --ckpt runs/x/checkpoints/last.ckpt \\
+    python -m scripts.bench.bench_serve --ckpt runs/x/checkpoints/last.ckpt \\
         --src data/multi30k/test_2016_flickr.en.gz --out runs/bench/serve.json
-    python scripts/bench/bench_serve.py --ctranslate2 runs/x/ct2-int8 --src ... --out ...
+    python -m scripts.bench.bench_serve --ctranslate2 runs/x/ct2-int8 --src ... --out ...
 """
 
 from __future__ import annotations
@@ -22,14 +22,11 @@ import shlex
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 from scripts.bench.benchkit import REPO, SEQ2SEQ, memory_mb, python_path, save_json
 from seq2seq.text.lines import read_lines

@@ -4,7 +4,7 @@ Reads what the parts wrote (each may be missing: its rows say so), prints the su
 writes it to ``<folder>/summary.md``: every target of BENCHMARKS.md with the measured
 value, Joey NMT's beside ours, and whether the target is met.
 
-    python scripts/bench/bench_summary.py runs/bench
+    python -m scripts.bench.bench_summary runs/bench
 """
 
 from __future__ import annotations
@@ -12,12 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 

@@ -7,7 +7,7 @@ the report gives each one's median target tokens/s over the rounds and their rat
 first rounds warm up the heap (page faults per step are reported) and are not counted.
 ``--compile`` adds our Transformer under ``torch.compile(dynamic=True)``.
 
-    python scripts/bench/bench_transformer_speed.py --data data/multi30k --steps 20 --rounds 4
+    python -m scripts.bench.bench_transformer_speed --data data/multi30k --steps 20 --rounds 4
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ import argparse
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 import torch.nn.functional as F

@@ -2,7 +2,7 @@
 medians, keep results as JSON, the Multi30k splits and recipes, the checkpoints a run leaves
 and their scores, and the training step the speed benchmarks time.
 
-Scripts run as ``python scripts/FOLDER/X.py`` put the repository first on their path and
+Scripts run as ``python -m scripts.FOLDER.X`` put the repository first on their path and
 import this module as ``scripts.bench.benchkit``; no script imports another.
 """
 
@@ -449,14 +449,14 @@ def run_engine(
     args: argparse.Namespace, engine: str, search: str, prefix: Sequence[str] = ()
 ) -> dict[str, Any]:
     """One engine translating ``args.src`` under one search in a process of its own
-    (``bench_engines.py --child``, wrapped in ``prefix``: a profiler): its JSON line of speed,
-    peak RSS and hypotheses."""
-    command = [*prefix, sys.executable, str(REPO / "scripts/bench/bench_engines.py"), "--child",
+    (``python -m scripts.bench.bench_engines --child``, wrapped in ``prefix``: a profiler): its
+    JSON line of speed, peak RSS and hypotheses."""
+    command = [*prefix, sys.executable, "-m", "scripts.bench.bench_engines", "--child",
                "--engine", engine, "--search", search, "--ckpt", str(args.ckpt), "--src",
                str(args.src), "--ref", str(args.ref), "--out", str(args.out), "--threads",
                str(args.threads), "--max-tokens", str(args.max_tokens)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
     if done.returncode:
         raise RuntimeError(f"{engine} {search} failed:\n{done.stderr}")
     return json.loads(done.stdout.splitlines()[-1])

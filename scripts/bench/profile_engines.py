@@ -5,7 +5,7 @@ softmax, top-k, copies, the kernel, OpenMP, Python). Needs ``perf`` and
 ``perf_event_paranoid`` <= 2. The samples cover the whole process: counts compare across
 the engines, shares within one.
 
-    python scripts/bench/profile_engines.py --ckpt CKPT --src test_2016_flickr.en.gz \\
+    python -m scripts.bench.profile_engines --ckpt CKPT --src test_2016_flickr.en.gz \\
         --ref test_2016_flickr.de.gz --out runs/bench/engines
 """
 
@@ -19,8 +19,6 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 from scripts.bench.benchkit import engine_arguments, run_engine, save_json
 from seq2seq.inference.checkpoint import load_trained

@@ -5,7 +5,7 @@ the model's matrix products, softmaxes, layer norms, the beam's bookkeeping (top
 gathers that reorder beams and their caches), copies, element-wise arithmetic. What no
 operator accounts for is Python and dispatch: the time between operators.
 
-    python scripts/bench/profile_search.py --ckpt CKPT --src test_2016_flickr.en.gz --beam 5
+    python -m scripts.bench.profile_search --ckpt CKPT --src test_2016_flickr.en.gz --beam 5
 
 Prints a Markdown table (and ``--json FILE`` keeps it); the shares are of the profiled run,
 which the profiler itself slows, so they say where the time goes, not how much there is.
@@ -14,14 +14,11 @@ which the profiler itself slows, so they say where the time goes, not how much t
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import torch
 from torch.profiler import ProfilerActivity, profile

@@ -37,7 +37,7 @@ torchmetrics, sacrebleu, sentencepiece, pyarrow and matplotlib but lacks ``datas
 - there, with ``.gpu-wheels`` copied beside the checkout: ``make gpu-check
   GPU_CHECK_OUT=OUT``, or without make ``python3 -m pip install -q --no-index --no-deps
   --no-compile --target /tmp/gpu-site .gpu-wheels/*.whl && PYTHONPATH=/tmp/gpu-site:$PWD
-  python3 scripts/gpu/gpu_check.py --out OUT``.
+  python3 -m scripts.gpu.gpu_check --out OUT``.
 
 On a CPU, ``--device cpu --tiny`` runs every section on tiny sizes
 (tests/test_gpu_check.py), so the check cannot rot between the times a GPU is at hand.
@@ -63,8 +63,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 import numpy as np
 import torch
@@ -155,7 +153,7 @@ TINY = Plan(
     decode_cpu_threads=None,
     fit_pairs=300, fit_eval_pairs=8, fit_steps=(4, 6, 2), fit_audit=(2, 2),
     fit_overrides={"data": {"max_tokens": 400, "num_workers": 0},
-                   "model": {"model": {"init_args": TINY_MODEL}}},
+                   "model": {"network": {"init_args": TINY_MODEL}}},
 )  # fmt: skip
 
 

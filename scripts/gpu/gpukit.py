@@ -142,7 +142,7 @@ def forward_flops(settings: dict[str, Any], vocab: int, src: np.ndarray, tgt: np
 
 def transformer_settings(recipe: Path, overrides: dict[str, int]) -> dict[str, Any]:
     """The Transformer's init_args in ``recipe`` over the class's defaults, then ``overrides``."""
-    init_args = yaml.safe_load(recipe.read_text())["model"]["model"]["init_args"]
+    init_args = yaml.safe_load(recipe.read_text())["model"]["network"]["init_args"]
     parameters = inspect.signature(Transformer).parameters
     defaults = {k: p.default for k, p in parameters.items() if p.default is not p.empty}
     return {**defaults, **init_args, **overrides}

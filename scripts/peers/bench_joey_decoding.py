@@ -9,18 +9,15 @@ sacreBLEU and mean length in words. Medians over the rounds and their ratio per 
 The models: ``--ours`` (or the checkpoint a bench_quality result.json evaluated) and
 ``--joey`` (by default the weights peer_joey.py's timed training left in the cache).
 
-    python scripts/peers/peer_joey.py --model transformer --train-minutes 60 --decode
-    python scripts/peers/bench_joey_decoding.py --ours runs/x/averaged.ckpt --rounds 2
+    python -m scripts.peers.peer_joey --model transformer --train-minutes 60 --decode
+    python -m scripts.peers.bench_joey_decoding --ours runs/x/averaged.ckpt --rounds 2
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 from sacrebleu.metrics import BLEU
 

@@ -8,17 +8,14 @@ a run's figure is the median of its intervals, the first left out as warm-up; ea
 toolkit's is the median over its runs. Resumable: a run in the JSON is not redone, so a
 larger ``--rounds`` adds rounds.
 
-    python scripts/peers/bench_joey_speed.py --minutes 5 --rounds 2 --out runs/bench/joey-speed.json
+    python -m scripts.peers.bench_joey_speed --minutes 5 --rounds 2 --out runs/bench/joey-speed.json
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 from scripts.bench.benchkit import REPO, fit_command, logged_rates, max_time, recipe_configs
 from scripts.bench.benchkit import run as run_command

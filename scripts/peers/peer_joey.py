@@ -7,8 +7,8 @@ throughput is the median of its "Tokens per Sec" lines, the first left out as wa
 (or ``--checkpoint``); sentences/s from its "Generation took" line. The JSON holds one entry
 per model; a measurement there is not taken again.
 
-    python scripts/peers/peer_joey.py --model transformer --train-minutes 2 --decode greedy
-    python scripts/peers/peer_joey.py --train-minutes 0 --decode beam5 --checkpoint BEST.ckpt
+    python -m scripts.peers.peer_joey --model transformer --train-minutes 2 --decode greedy
+    python -m scripts.peers.peer_joey --train-minutes 0 --decode beam5 --checkpoint BEST.ckpt
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: scripts.*
 
 from scripts.bench.benchkit import REPO, load_json, save_json
 from scripts.peers.joeykit import CACHE, ensure_venv, measure_decode, measure_train, prepare_data
