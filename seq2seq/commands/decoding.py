@@ -128,39 +128,39 @@ def released_list() -> str:
     return f"released models: {', '.join(names)}" if names else "no released models found"
 
 
-def check_model_options(command: str, model: ModelSettings) -> None:
-    """The checks of a decoding ``command``'s model that need no loading: ``--model`` (a
+def check_model_options(command: str, chosen: ModelSettings) -> None:
+    """The checks of a decoding ``command``'s ``chosen`` model that need no loading: ``--model`` (a
     released model's name), ``--ckpt`` (each path a checkpoint file, weighted by
     ``--ensemble-weights`` if several) or ``--ctranslate2``, one of the three."""
-    given = [o for o, v in (("--model", model.model), ("--ckpt", model.ckpt), ("--hf", model.hf),
-                            ("--ctranslate2", model.ctranslate2)) if v is not None]  # fmt: skip
+    given = [o for o, v in (("--model", chosen.model), ("--ckpt", chosen.ckpt), ("--hf", chosen.hf),
+                            ("--ctranslate2", chosen.ctranslate2)) if v is not None]  # fmt: skip
     if not given:
         raise UsageError(
             f"{command} needs --model, --ckpt, --hf or --ctranslate2 ({released_list()})"
         )
     if len(given) > 1:
         raise UsageError(f"{' and '.join(given)} exclude each other")
-    if model.ctranslate2_workers != 1 and model.ctranslate2 is None:
+    if chosen.ctranslate2_workers != 1 and chosen.ctranslate2 is None:
         raise UsageError("--ctranslate2-workers applies to --ctranslate2 only")
-    if model.model is not None:
-        resolve(model.model)  # a name that does not exist: one line naming those that do
-    check_ensemble_weights(model.ckpt, model.ensemble_weights)
-    for path in model.ckpt or []:
+    if chosen.model is not None:
+        resolve(chosen.model)  # a name that does not exist: one line naming those that do
+    check_ensemble_weights(chosen.ckpt, chosen.ensemble_weights)
+    for path in chosen.ckpt or []:
         check_checkpoint_path(path)
 
 
 def open_model(
-    command: str, model: ModelSettings, options: DecodeSettings, n_best: int = 1
+    command: str, chosen: ModelSettings, options: DecodeSettings, n_best: int = 1
 ) -> TranslationModel:
     """The checkpoints of ``--ckpt`` (several: an ensemble, weighted by
     ``--ensemble-weights``) or the export of ``--ctranslate2``, checked and loaded, searching
     with its own settings changed by ``options`` (an unset --length-penalty keeps the
     model's)."""
-    check_model_options(command, model)
+    check_model_options(command, chosen)
     return load(
-        model.paths, ensemble_weights=model.ensemble_weights, max_tokens=options.max_tokens,
-        max_source_len=options.max_source_len, ctranslate2_workers=model.ctranslate2_workers,
-        export=model.ctranslate2 is not None, hf=model.hf is not None or None,
-        recase=model.recase_table,
+        chosen.paths, ensemble_weights=chosen.ensemble_weights, max_tokens=options.max_tokens,
+        max_source_len=options.max_source_len, ctranslate2_workers=chosen.ctranslate2_workers,
+        export=chosen.ctranslate2 is not None, hf=chosen.hf is not None or None,
+        recase=chosen.recase_table,
         **search_options(options, n_best),
     )  # fmt: skip
