@@ -58,7 +58,7 @@ class RNNEncoder(nn.Module):
     decoder of size H).
     """
 
-    def __init__(
+    def __init__(  # the RNN encoder's settings, passed on whole by RNNSeq2Seq
         self,
         vocab_size: int,
         pad_id: int,
@@ -124,7 +124,7 @@ class RNNDecoder(nn.Module):
     does not).
     """
 
-    def __init__(
+    def __init__(  # the RNN decoder's settings, passed on whole by RNNSeq2Seq
         self,
         vocab_size: int,
         pad_id: int,
@@ -303,7 +303,7 @@ class RNNSeq2Seq(EncoderDecoder):
             and on the decoder's pre-output.
     """
 
-    def __init__(
+    def __init__(  # its parameters are model.network's init_args in a config
         self,
         vocab: VocabSpec,
         embed_size: int = 256,

@@ -271,7 +271,7 @@ class Transformer(EncoderDecoder):
             target embedding (Marian's final logits bias).
     """
 
-    def __init__(
+    def __init__(  # its parameters are model.network's init_args in a config
         self,
         vocab: VocabSpec,
         model_size: int = 256,

@@ -76,7 +76,7 @@ class MultiHeadAttention(Attention):
             needed (same outputs).
     """
 
-    def __init__(
+    def __init__(  # its parameters are an attention block's init_args in a config
         self,
         query_size: int,
         key_size: int,

@@ -48,7 +48,7 @@ def model_name(checkpoints: list[str]) -> str:
 
 
 @command
-def serve(
+def serve(  # its parameters are the command's options
     model: ModelSettings = NO_MODEL,
     decode: DecodeSettings = BEAM_SEARCH,
     host: str = "127.0.0.1",

@@ -42,7 +42,7 @@ from seq2seq.text.lines import iter_lines, read_lines
 
 
 @command
-def translate(
+def translate(  # its parameters are the command's options
     model: ModelSettings = NO_MODEL,
     decode: DecodeSettings = BEAM_SEARCH,
     input: str | None = None,

@@ -279,7 +279,7 @@ def _greedy(
     return results  # type: ignore[return-value]
 
 
-def _beam(
+def _beam(  # the search's state and settings, unpacked once by translate_batch
     model: EncoderDecoder,
     state: State,
     select: Select,

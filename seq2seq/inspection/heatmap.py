@@ -169,7 +169,7 @@ def attention_grid_figure(
     return fig
 
 
-def heatmap(
+def heatmap(  # matplotlib's own settings of a map, each with its default
     weights: Tensor | np.ndarray,
     x_labels: Sequence[str] | None = None,
     y_labels: Sequence[str] | None = None,

@@ -66,7 +66,9 @@ class ServerSettings:
 
 
 def create_app(engine: Engine, options: ServerSettings) -> FastAPI:
-    """The application serving ``engine``'s model."""
+    """The application serving ``engine``'s model. Its three routes are written inside, as
+    FastAPI's closures over the batcher and the count of requests in flight: the function is
+    long because it holds them."""
     batcher = Batcher(engine.run, engine.model.max_tokens, options.batch_wait_s)
 
     @asynccontextmanager

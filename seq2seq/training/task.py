@@ -132,7 +132,7 @@ class TranslationTask(pl.LightningModule):
         guided_head: The head of that layer.
     """
 
-    def __init__(
+    def __init__(  # its parameters are the config's model.* keys (jsonargparse reads them)
         self,
         network: Callable[[VocabSpec], EncoderDecoder],
         vocab: AnyVocabulary,

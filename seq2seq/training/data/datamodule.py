@@ -135,7 +135,7 @@ class TranslationDataModule(pl.LightningDataModule):
             or fast_align write them.
     """
 
-    def __init__(
+    def __init__(  # its parameters are the config's data.* keys (jsonargparse reads them)
         self,
         source: str,
         src_lang: str,
