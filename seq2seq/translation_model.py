@@ -157,9 +157,9 @@ class TranslationModel:
         """How word links are read (None: not at all), checked before any work."""
         if alignment is False:
             return None
-        return self._checked(MEAN_ARGMAX if alignment is True else alignment)
+        return self.check_extraction(MEAN_ARGMAX if alignment is True else alignment)
 
-    def _checked(self, extraction: Extraction) -> Extraction:
+    def check_extraction(self, extraction: Extraction) -> Extraction:
         """``extraction``, if this model can give it: links come from attention, which an
         export does not keep, and a chosen layer must exist."""
         if self.heads is None:
@@ -255,7 +255,7 @@ class TranslationModel:
         layers and heads, or ``layer``'s mean over its heads, or its ``head``; ``shift``:
         from the step that has the target piece as its input (Shift-Att); ``method``:
         argmax, or threshold (0.3). See ``inspection.extraction``."""
-        extraction = self._checked(Extraction(layer, head, shift, method))
+        extraction = self.check_extraction(Extraction(layer, head, shift, method))
         if len(sources) != len(targets):
             raise DataError(f"{len(sources)} sources but {len(targets)} targets")
         return self._forced_links(sources, targets, extraction)

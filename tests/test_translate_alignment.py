@@ -10,6 +10,7 @@ import pytest
 
 import seq2seq
 from seq2seq.commands.decoding import BEAM_SEARCH, ModelSettings, open_model
+from seq2seq.commands.main import main
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inspection.extraction import Extraction
 from seq2seq.serve.engine import Engine, SearchKey, Sentence
@@ -86,6 +87,23 @@ def test_the_alignment_options_choose_the_map_and_step_the_links_are_read_from(
     expected = model.translate(lines, alignment=chosen)
     assert done.stdout.splitlines() == [f"{a.text} ||| {a.pharaoh()}" for a in expected]
     assert expected != model.translate(lines, alignment=True)  # another map, other links
+
+
+def test_the_server_reads_links_from_the_extraction_its_options_choose(trained_transformer):
+    """serve --alignment-layer 1 --alignment-head 0 --alignment-shift: a request's links are
+    those translate --alignment reads with the same options; an extraction the model cannot
+    give is refused before the server starts."""
+    lines = [line for line in LINES if line]
+    model = seq2seq.load(trained_transformer)
+    chosen = Extraction(layer=1, head=0, shift=True)
+    sentences = [Sentence(line, alignment=True) for line in lines]
+    answers = Engine(model, chosen).run(SearchKey(beam=model.search.beam, n_best=1), sentences)
+    expected = model.translate(lines, alignment=chosen)
+    assert [a["translations"][0]["alignment"] for a in answers] == [a.pharaoh() for a in expected]
+    assert expected != model.translate(lines, alignment=True)  # the mean gives other links
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "--ckpt", str(trained_transformer), "--alignment-layer", "7"])
+    assert stop.value.code == 1
 
 
 def test_alignment_options_without_alignment_are_refused(trained_transformer, run_here):

@@ -16,6 +16,7 @@ from seq2seq.inference.checkpoint import check_checkpoint_path
 from seq2seq.inference.ensemble import normalized_weights
 from seq2seq.inference.released import released_names, resolve
 from seq2seq.inference.search import DEFAULT_SEARCH
+from seq2seq.inspection.extraction import Extraction
 from seq2seq.translation_model import TranslationModel, load
 
 
@@ -94,6 +95,39 @@ class ModelSettings:
 
 
 NO_MODEL = ModelSettings()  # the default, before the options: a model option is required
+
+
+@dataclass(frozen=True)
+class AlignmentSettings:
+    """How word links are read from attention (translate --alignment, and the server's
+    links when a request asks for "alignment"): by default from the mean attention over
+    layers and heads, one argmax link per target word, as `attention` reads them.
+
+    Attributes:
+        alignment_layer: read the links from this decoder layer's mean over its heads
+            (negative counts from the last; a Transformer's)
+        alignment_head: from this head of --alignment-layer alone
+        alignment_shift: from the step that has each target piece as its input (Shift-Att,
+            Chen et al. 2020), not the step that writes it
+    """
+
+    alignment_layer: int | None = None
+    alignment_head: Annotated[int, Range(0)] | None = None
+    alignment_shift: bool = False
+
+    @property
+    def chosen(self) -> bool:
+        """Whether an option chose other than the mean over layers and heads."""
+        return self != MEAN_ALIGNMENT
+
+    def extraction(self) -> Extraction:
+        """The extraction the options choose; a head needs its layer."""
+        if self.alignment_head is not None and self.alignment_layer is None:
+            raise UsageError("--alignment-head chooses a head of --alignment-layer: give the layer")
+        return Extraction(self.alignment_layer, self.alignment_head, self.alignment_shift)
+
+
+MEAN_ALIGNMENT = AlignmentSettings()  # the default: the mean over layers and heads
 
 
 def search_options(options: DecodeSettings, n_best: int = 1) -> dict[str, Any]:

@@ -11,7 +11,9 @@ from typing import Annotated
 
 from seq2seq.commands.decoding import (
     BEAM_SEARCH,
+    MEAN_ALIGNMENT,
     NO_MODEL,
+    AlignmentSettings,
     DecodeSettings,
     ModelSettings,
     open_model,
@@ -59,6 +61,7 @@ def serve(  # its parameters are the command's options
     max_chars: Annotated[int, Range(1)] = 1000,
     max_concurrent: Annotated[int, Range(1)] = 256,
     name: str | None = None,
+    links: AlignmentSettings = MEAN_ALIGNMENT,
 ) -> None:
     """Serve translations, alignments and attention over HTTP.
 
@@ -87,6 +90,9 @@ def serve(  # its parameters are the command's options
         name: the model's name on the page and in /health (default: each --ckpt's run
             folder, NAME for runs/NAME/checkpoints/last.ckpt; no path of the server's
             disk is shown)
+        links: how the word links a request asks for ("alignment": true) are read, as
+            translate --alignment reads them (the model's attention page shows the maps
+            themselves)
     """
     try:
         from seq2seq.serve.app import ServerSettings, serve_forever
@@ -101,8 +107,11 @@ def serve(  # its parameters are the command's options
         ) from None
     if decode.beam > max_beam:
         raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {max_beam}")
+    extraction = links.extraction()
     opened = open_model("seq2seq serve", model, decode)  # once, before the port is opened
-    engine = Engine(opened)
+    if links.chosen:
+        opened.check_extraction(extraction)  # the model keeps attention and has the layer
+    engine = Engine(opened, extraction)
     limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
     options = ServerSettings(
         limits, max_concurrent, batch_wait_ms / 1000, name or model_name(model.paths)

@@ -19,7 +19,9 @@ import torch
 
 from seq2seq.commands.decoding import (
     BEAM_SEARCH,
+    MEAN_ALIGNMENT,
     NO_MODEL,
+    AlignmentSettings,
     DecodeSettings,
     ModelSettings,
     check_model_options,
@@ -49,9 +51,7 @@ def translate(  # its parameters are the command's options
     output: str | None = None,
     n_best: Annotated[int, Range(1)] = 1,
     alignment: bool = False,
-    alignment_layer: int | None = None,
-    alignment_head: Annotated[int, Range(0)] | None = None,
-    alignment_shift: bool = False,
+    links: AlignmentSettings = MEAN_ALIGNMENT,
     progress: bool = False,
 ) -> None:
     """Translate text with a checkpoint, line by line.
@@ -70,13 +70,9 @@ def translate(  # its parameters are the command's options
         n_best: print N hypotheses per line (index, score, text), at most --beam
         alignment: follow each translation with " ||| " and its word alignment, Pharaoh
             links source-target (0-indexed, words split on spaces), read as `attention`
-            reads them: from the mean attention over layers and heads unless the next
-            three options choose
-        alignment_layer: read the links from this decoder layer's mean over its heads
-            (negative counts from the last; a Transformer's)
-        alignment_head: from this head of --alignment-layer alone
-        alignment_shift: from the step that has each target piece as its input (Shift-Att,
-            Chen et al. 2020), not the step that writes it
+            reads them: from the mean attention over layers and heads unless the
+            --alignment-* options choose
+        links: how the links are read
         progress: show a progress bar on stderr
     """
     if n_best > decode.beam:
@@ -86,7 +82,7 @@ def translate(  # its parameters are the command's options
     check_model_options("translate", model)  # the cheap checks before any work
     check_input_file(input)
     check_output_file(output)
-    extraction = alignment_extraction(alignment, alignment_layer, alignment_head, alignment_shift)
+    extraction = alignment_extraction(alignment, links)
     opened = open_model("translate", model, decode, n_best)  # before reading
     lines = iter_lines(input) if input else arriving_lines(sys.stdin.buffer)
     translations = opened.stream(lines, progress, alignment=extraction or False)
@@ -101,21 +97,17 @@ def translate(  # its parameters are the command's options
         out.detach()
 
 
-def alignment_extraction(
-    alignment: bool, layer: int | None, head: int | None, shift: bool
-) -> Extraction | None:
+def alignment_extraction(alignment: bool, links: AlignmentSettings) -> Extraction | None:
     """The extraction the --alignment options choose (None: no links), checked before any
     work: the choice needs --alignment, and a head its layer."""
     if not alignment:
-        if layer is not None or head is not None or shift:
+        if links.chosen:
             raise UsageError(
                 "--alignment-layer, --alignment-head and --alignment-shift "
                 "choose how --alignment reads links: give --alignment too"
             )
         return None
-    if head is not None and layer is None:
-        raise UsageError("--alignment-head chooses a head of --alignment-layer: give the layer")
-    return Extraction(layer=layer, head=head, shift=shift)
+    return links.extraction()
 
 
 def _format(index: int, translation: Translation, n_best: int) -> str:

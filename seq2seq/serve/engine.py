@@ -5,7 +5,8 @@ CTranslate2 export), and the translations are its ``translate_all``, the very co
 ``seq2seq translate`` runs; word
 alignments and attention maps are those ``seq2seq attention`` computes: the model's own
 hypothesis teacher-forced on its source (``alignment.collect.forced_attention``), the
-summary map over layers and heads, merged into words, one argmax link per target word.
+summary map over layers and heads (or the map ``serve --alignment-*`` chose), merged into
+words, one argmax link per target word.
 
 Shapes: S source pieces and T target pieces, both with EOS; L layers, H heads.
 """
@@ -22,7 +23,7 @@ import torch
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inference.translator import Translation
 from seq2seq.inspection.collect import SentenceAttention, hypotheses_attention
-from seq2seq.inspection.extraction import extracted_links
+from seq2seq.inspection.extraction import MEAN_ARGMAX, Extraction, extracted_links
 from seq2seq.inspection.maps import as_layers_heads, summary_map
 from seq2seq.inspection.word_alignments import format_pharaoh
 from seq2seq.translation_model import CheckpointModel, TranslationModel
@@ -55,10 +56,12 @@ class Engine:
             and n-best of a copy), its batches' size (``max_tokens`` source pieces, padding
             included) and its longest source (``max_source_len`` pieces: longer ones are
             cut, as ``translate`` does).
+        extraction: which map, step and rule give a request's word links (checked against
+            the model by the caller).
     """
 
-    def __init__(self, model: TranslationModel):
-        self.model = model
+    def __init__(self, model: TranslationModel, extraction: Extraction = MEAN_ARGMAX):
+        self.model, self.extraction = model, extraction
 
     @property
     def has_attention(self) -> bool:
@@ -85,7 +88,7 @@ class Engine:
                 answer: dict[str, Any] = {"text": text, "score": hyp.score}
                 attention = inspected.get((i, k))
                 if sentence.alignment:
-                    links = extracted_links(attention) if attention else []
+                    links = extracted_links(attention, self.extraction) if attention else []
                     answer["alignment"] = format_pharaoh(links)
                 if sentence.attention and attention is not None:
                     answer["attention"] = _attention_map(attention)
