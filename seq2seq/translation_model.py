@@ -32,7 +32,7 @@ from seq2seq.common.precision import warn_once_if_bf16_emulated
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path
 from seq2seq.inference.ensemble import load_ensemble, normalized_weights
 from seq2seq.inference.huggingface import is_huggingface_model, looks_like_hub_id
-from seq2seq.inference.released import looks_like_a_name, resolve
+from seq2seq.inference.released import Released, looks_like_a_name, resolve
 from seq2seq.inference.search import SearchSettings, check_search
 from seq2seq.inference.translator import Translation, translate_lines, translate_stream
 from seq2seq.inference.upgrade import upgraded_load_arguments
@@ -98,12 +98,16 @@ class TranslationModel:
         max_source_len: longer sources are cut to this many pieces, with a warning
         recaser: restores case to the translations (of a model trained on lowercased
             text); None: they are the model's own text
+        extraction: how ``alignment=True`` reads word links: the mean over layers and
+            heads, or the choice a released model's manifest records (made on held-out
+            gold alignments)
     """
 
     search: SearchSettings
     max_tokens: int = 4096
     max_source_len: int = 512
     recaser: Recaser | None = None
+    extraction: Extraction = MEAN_ARGMAX
 
     @property
     def tgt_lang(self) -> str | None:
@@ -157,7 +161,7 @@ class TranslationModel:
         """How word links are read (None: not at all), checked before any work."""
         if alignment is False:
             return None
-        return self.check_extraction(MEAN_ARGMAX if alignment is True else alignment)
+        return self.check_extraction(self.extraction if alignment is True else alignment)
 
     def check_extraction(self, extraction: Extraction) -> Extraction:
         """``extraction``, if this model can give it: links come from attention, which an
@@ -520,7 +524,19 @@ def load(  # the public API's one door: its settings are its arguments
     kind = _kind(paths, export, hf)
     settings.check(kind, len(paths))
     opened = _opened(kind, paths, settings, max_tokens, max_source_len)
-    return dataclasses.replace(opened, search=opened.searching(**search), recaser=recaser)
+    return dataclasses.replace(
+        opened, search=opened.searching(**search), recaser=recaser,
+        extraction=_recorded_extraction(released) if len(paths) == 1 else MEAN_ARGMAX,
+    )  # fmt: skip
+
+
+def _recorded_extraction(released: list[Released | None]) -> Extraction:
+    """How a released model's manifest says its links are best read (the mean over layers
+    and heads for a checkpoint, or a manifest that says nothing)."""
+    chosen = released[0].alignment if released[0] else None
+    if not chosen:
+        return MEAN_ARGMAX
+    return Extraction(chosen.get("layer"), chosen.get("head"), bool(chosen.get("shift")))
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,30 @@ def test_every_model_the_readme_names_is_released():
     assert named and named <= set(NAMES), sorted(named - set(NAMES))
 
 
+def test_a_released_model_reads_its_links_as_its_manifest_records(run_here):
+    """multi30k-en-fr's manifest records the extraction the Hansards trial set chose (layer
+    0, head 0, Shift-Att): alignment=True, translate --alignment and the server read links
+    that way; the same model opened from its checkpoint reads the mean, as any does."""
+    from seq2seq.inspection.extraction import MEAN_ARGMAX, Extraction
+    from seq2seq.serve.engine import Engine, SearchKey, Sentence
+
+    lines = ["A black dog jumps into the lake.", "Two men are playing guitars."]
+    model = seq2seq.load("multi30k-en-fr")
+    chosen = Extraction(layer=0, head=0, shift=True)
+    assert model.extraction == chosen
+    expected = model.translate(lines, alignment=chosen)
+    assert model.translate(lines, alignment=True) == expected
+    assert expected != model.translate(lines, alignment=MEAN_ARGMAX)  # the record matters
+    done = run_here("translate", "--model", "multi30k-en-fr", "--alignment",
+                    stdin="\n".join(lines) + "\n")  # fmt: skip
+    assert done.stdout.splitlines() == [f"{a.text} ||| {a.pharaoh()}" for a in expected]
+    answers = Engine(model).run(SearchKey(model.search.beam, 1),
+                                [Sentence(line, alignment=True) for line in lines])  # fmt: skip
+    assert [a["translations"][0]["alignment"] for a in answers] == [a.pharaoh() for a in expected]
+    checkpoint = seq2seq.load(str(MODELS / "multi30k-en-fr" / "model.ckpt"))
+    assert checkpoint.extraction == MEAN_ARGMAX
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_released_model_translates_as_its_float32_checkpoint_did(name: str):
     manifest = json.loads((MODELS / name / MANIFEST).read_text(encoding="utf-8"))

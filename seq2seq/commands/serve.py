@@ -107,11 +107,11 @@ def serve(  # its parameters are the command's options
         ) from None
     if decode.beam > max_beam:
         raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {max_beam}")
-    extraction = links.extraction()
+    chosen = links.extraction() if links.chosen else None
     opened = open_model("seq2seq serve", model, decode)  # once, before the port is opened
-    if links.chosen:
-        opened.check_extraction(extraction)  # the model keeps attention and has the layer
-    engine = Engine(opened, extraction)
+    if chosen is not None:
+        opened.check_extraction(chosen)  # the model keeps attention and has the layer
+    engine = Engine(opened, chosen)
     limits = Limits(max_sentences, max_chars, max_beam, decode.beam)
     options = ServerSettings(
         limits, max_concurrent, batch_wait_ms / 1000, name or model_name(model.paths)

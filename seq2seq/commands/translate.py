@@ -85,7 +85,7 @@ def translate(  # its parameters are the command's options
     extraction = alignment_extraction(alignment, links)
     opened = open_model("translate", model, decode, n_best)  # before reading
     lines = iter_lines(input) if input else arriving_lines(sys.stdin.buffer)
-    translations = opened.stream(lines, progress, alignment=extraction or False)
+    translations = opened.stream(lines, progress, alignment=extraction)
     if not output:
         _write_to_stdout(translations, n_best)
         return
@@ -97,17 +97,18 @@ def translate(  # its parameters are the command's options
         out.detach()
 
 
-def alignment_extraction(alignment: bool, links: AlignmentSettings) -> Extraction | None:
-    """The extraction the --alignment options choose (None: no links), checked before any
-    work: the choice needs --alignment, and a head its layer."""
+def alignment_extraction(alignment: bool, links: AlignmentSettings) -> Extraction | bool:
+    """The extraction the --alignment options choose (False: no links; True: the model's
+    own, the mean over layers and heads unless a released model's manifest records
+    another), checked before any work: the choice needs --alignment, and a head its layer."""
     if not alignment:
         if links.chosen:
             raise UsageError(
                 "--alignment-layer, --alignment-head and --alignment-shift "
                 "choose how --alignment reads links: give --alignment too"
             )
-        return None
-    return links.extraction()
+        return False
+    return links.extraction() if links.chosen else True
 
 
 def _format(index: int, translation: Translation, n_best: int) -> str:

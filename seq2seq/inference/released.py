@@ -113,6 +113,13 @@ class Released:
         return self.verified(MODEL_FILE)
 
     @property
+    def alignment(self) -> dict[str, Any] | None:
+        """How its word links are best read, as the manifest records it (``layer``,
+        ``head``, ``shift``: chosen on held-out gold alignments); None: the mean over
+        layers and heads."""
+        return self.manifest.get("alignment") or None
+
+    @property
     def casing(self) -> Path | None:
         """The casing table that recases its lowercase output, verified (None: it writes
         cased text itself)."""

@@ -23,7 +23,7 @@ import torch
 from seq2seq.common.errors import Seq2SeqError
 from seq2seq.inference.translator import Translation
 from seq2seq.inspection.collect import SentenceAttention, hypotheses_attention
-from seq2seq.inspection.extraction import MEAN_ARGMAX, Extraction, extracted_links
+from seq2seq.inspection.extraction import Extraction, extracted_links
 from seq2seq.inspection.maps import as_layers_heads, summary_map
 from seq2seq.inspection.word_alignments import format_pharaoh
 from seq2seq.translation_model import CheckpointModel, TranslationModel
@@ -57,11 +57,11 @@ class Engine:
             included) and its longest source (``max_source_len`` pieces: longer ones are
             cut, as ``translate`` does).
         extraction: which map, step and rule give a request's word links (checked against
-            the model by the caller).
+            the model by the caller); None: the model's own (``TranslationModel.extraction``).
     """
 
-    def __init__(self, model: TranslationModel, extraction: Extraction = MEAN_ARGMAX):
-        self.model, self.extraction = model, extraction
+    def __init__(self, model: TranslationModel, extraction: Extraction | None = None):
+        self.model, self.extraction = model, extraction or model.extraction
 
     @property
     def has_attention(self) -> bool:
