@@ -177,7 +177,42 @@ def load_huggingface(name: str | Path) -> Trained:
     transformers = import_transformers()
     transformers.utils.logging.disable_progress_bar()  # no bar for a few files read
     label = str(name)
-    local = Path(name).is_dir()
+    config, tokenizer = _checked_marian(transformers, name)
+    hf = transformers.MarianMTModel.from_pretrained(label).eval()
+    spec = VocabSpec(
+        src_size=config.vocab_size, tgt_size=config.decoder_vocab_size,
+        pad_id=config.pad_token_id, bos_id=config.decoder_start_token_id,
+        eos_id=config.eos_token_id, joint=bool(config.share_encoder_decoder_embeddings),
+    )  # fmt: skip
+    bias = hf.state_dict()["final_logits_bias"].flatten().clone()
+    for banned in getattr(hf.generation_config, "bad_words_ids", None) or []:
+        if len(banned) == 1:  # a token generation never emits (Marian's pad)
+            bias[banned[0]] = float("-inf")
+    init_args = {
+        "model_size": config.d_model, "num_heads": config.encoder_attention_heads,
+        "ff_size": config.encoder_ffn_dim, "encoder_layers": config.encoder_layers,
+        "decoder_layers": config.decoder_layers, "dropout": 0.0, "norm": "post",
+        "activation": ACTIVATIONS[config.activation_function],
+        "output_bias": bool(bias.any()),
+    }  # fmt: skip
+    model = Transformer(spec, **init_args)
+    _load_marian_weights(model, hf.state_dict(), bias, label)
+    vocab = MarianVocabulary.from_files(tokenizer_files(tokenizer), spec)
+    languages = {"src_lang": getattr(tokenizer, "source_lang", None),
+                 "tgt_lang": getattr(tokenizer, "target_lang", None)}  # fmt: skip
+    run_config = {
+        "model": {"network": {"class_path": "seq2seq.transformer.Transformer",
+                              "init_args": init_args}},
+        "data": languages, "huggingface": label,
+    }  # fmt: skip
+    beams = getattr(hf.generation_config, "num_beams", None) or 5
+    return Trained(model.eval(), vocab, run_config, SearchSettings(beam=beams))
+
+
+def _checked_marian(transformers: Any, name: str | Path) -> tuple[Any, Any]:
+    """The config and tokenizer of the MarianMT model ``name``, or one line why it is not
+    one seq2seq opens."""
+    label, local = str(name), Path(name).is_dir()
     if local and not is_huggingface_model(name):
         raise UsageError(f"{label} holds no config.json: not a transformers model")
     try:
@@ -195,29 +230,17 @@ def load_huggingface(name: str | Path) -> Trained:
         tokenizer = transformers.MarianTokenizer.from_pretrained(label)
     except (OSError, ValueError, TypeError) as error:
         raise UsageError(f"{label}: its tokenizer cannot be read: {_first_line(error)}") from None
-    hf = transformers.MarianMTModel.from_pretrained(label).eval()
-    weights = hf.state_dict()
-    joint = bool(config.share_encoder_decoder_embeddings)
-    spec = VocabSpec(
-        src_size=config.vocab_size, tgt_size=config.decoder_vocab_size,
-        pad_id=config.pad_token_id, bos_id=config.decoder_start_token_id,
-        eos_id=config.eos_token_id, joint=joint,
-    )  # fmt: skip
-    bias = weights["final_logits_bias"].flatten().clone()
-    for banned in getattr(hf.generation_config, "bad_words_ids", None) or []:
-        if len(banned) == 1:  # a token generation never emits (Marian's pad)
-            bias[banned[0]] = float("-inf")
-    init_args = {
-        "model_size": config.d_model, "num_heads": config.encoder_attention_heads,
-        "ff_size": config.encoder_ffn_dim, "encoder_layers": config.encoder_layers,
-        "decoder_layers": config.decoder_layers, "dropout": 0.0, "norm": "post",
-        "activation": ACTIVATIONS[config.activation_function],
-        "output_bias": bool(bias.any()),
-    }  # fmt: skip
-    model = Transformer(spec, **init_args)
-    order = interleaving(config.d_model)
+    return config, tokenizer
+
+
+def _load_marian_weights(
+    model: Transformer, weights: dict[str, Tensor], bias: Tensor, label: str
+) -> None:
+    """``model`` given a MarianMT state dict's weights, each vector of the model's width
+    reordered into seq2seq's layout, and ``bias`` as its output bias (if it has one)."""
+    order = interleaving(model.tgt_embed.embedding_dim)
     state = {}
-    for ours, where in weight_names(model, joint).items():
+    for ours, where in weight_names(model, model.vocab.joint).items():
         state[ours] = reordered(weights[where.marian], where.width_axes, order)
     if model.output.bias is not None:
         state["output.bias"] = bias
@@ -225,16 +248,6 @@ def load_huggingface(name: str | Path) -> Trained:
     unmapped = set(model.state_dict()) - set(state) - {"output.weight", "src_embed.weight"}
     if unmapped:
         raise Seq2SeqError(f"{label}: weights that did not map: {sorted(unmapped)[:5]}")
-    vocab = MarianVocabulary.from_files(tokenizer_files(tokenizer), spec)
-    languages = {"src_lang": getattr(tokenizer, "source_lang", None),
-                 "tgt_lang": getattr(tokenizer, "target_lang", None)}  # fmt: skip
-    run_config = {
-        "model": {"network": {"class_path": "seq2seq.transformer.Transformer",
-                            "init_args": init_args}},
-        "data": languages, "huggingface": label,
-    }  # fmt: skip
-    beams = getattr(hf.generation_config, "num_beams", None) or 5
-    return Trained(model.eval(), vocab, run_config, SearchSettings(beam=beams))
 
 
 def tokenizer_files(tokenizer: Any) -> dict[str, bytes]:
