@@ -179,12 +179,13 @@ def load_huggingface(name: str | Path) -> Trained:
     label = str(name)
     config, tokenizer = _checked_marian(transformers, name)
     hf = transformers.MarianMTModel.from_pretrained(label).eval()
+    weights = hf.state_dict()
     spec = VocabSpec(
         src_size=config.vocab_size, tgt_size=config.decoder_vocab_size,
         pad_id=config.pad_token_id, bos_id=config.decoder_start_token_id,
         eos_id=config.eos_token_id, joint=bool(config.share_encoder_decoder_embeddings),
     )  # fmt: skip
-    bias = hf.state_dict()["final_logits_bias"].flatten().clone()
+    bias = weights["final_logits_bias"].flatten().clone()
     for banned in getattr(hf.generation_config, "bad_words_ids", None) or []:
         if len(banned) == 1:  # a token generation never emits (Marian's pad)
             bias[banned[0]] = float("-inf")
@@ -196,7 +197,7 @@ def load_huggingface(name: str | Path) -> Trained:
         "output_bias": bool(bias.any()),
     }  # fmt: skip
     model = Transformer(spec, **init_args)
-    _load_marian_weights(model, hf.state_dict(), bias, label)
+    _load_marian_weights(model, weights, bias, label)
     vocab = MarianVocabulary.from_files(tokenizer_files(tokenizer), spec)
     languages = {"src_lang": getattr(tokenizer, "source_lang", None),
                  "tgt_lang": getattr(tokenizer, "target_lang", None)}  # fmt: skip

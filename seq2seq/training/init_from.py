@@ -44,26 +44,33 @@ def init_from_value(args: list[str]) -> str | None:
 
 def model_block(opened: Opened) -> dict[str, Any]:
     """The ``model.network`` block (class_path, init_args) a run starting from the model
-    builds: the model's own, less an output bias that only banned ids (``starting_weights``)."""
+    builds: the model's own, less an output bias that only banned ids (``starting_bias``)."""
     block = copy.deepcopy(opened.trained.config["model"]["network"])
-    if "output.bias" not in starting_weights(opened):
+    if starting_bias(opened) is None:
         block.setdefault("init_args", {}).pop("output_bias", None)
     return block
 
 
+def starting_bias(opened: Opened) -> Tensor | None:
+    """The output bias a run starts from (None: none). A transformers model opened for
+    translating bans ids its generation never emits (its pad) by an output bias of -inf; a
+    run leaves the ban behind, since the smoothed loss reads every logit: the bias keeps its
+    finite part, and goes if that is zero (MarianMT's usual bias)."""
+    bias = opened.trained.model.state_dict().get("output.bias")  # references, not copies
+    if bias is None or opened.kind != "huggingface":
+        return bias
+    finite = bias.masked_fill(bias.isinf(), 0.0)
+    return finite if finite.any() else None
+
+
 def starting_weights(opened: Opened) -> dict[str, Tensor]:
-    """The model's weights in float32, as a run starts from them. A transformers model
-    opened for translating bans ids its generation never emits (its pad) by an output bias
-    of -inf; a run leaves the ban behind, since the smoothed loss reads every logit: the
-    bias keeps its finite part, and goes if that is zero (MarianMT's usual bias)."""
+    """The model's weights in float32, as a run starts from them (``starting_bias``)."""
     state = {key: value.float() for key, value in opened.trained.model.state_dict().items()}
-    bias = state.get("output.bias")
-    if bias is not None and opened.kind == "huggingface":
-        finite = bias.masked_fill(bias.isinf(), 0.0)
-        if finite.any():
-            state["output.bias"] = finite
-        else:
-            del state["output.bias"]
+    bias = starting_bias(opened)
+    if bias is None:
+        state.pop("output.bias", None)
+    else:
+        state["output.bias"] = bias.float()
     return state
 
 
