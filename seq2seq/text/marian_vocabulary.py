@@ -25,11 +25,11 @@ import sentencepiece as spm
 
 from seq2seq.common.errors import CheckpointError, UsageError
 from seq2seq.text.spec import VocabSpec
+from seq2seq.text.words import WORD_START
 
 MARIAN_FORMAT = "marian-1"  # version of ``MarianVocabulary.to_state``
 SENTENCEPIECE_FILES = ("source.spm", "target.spm")
 SHARED_TABLE, TARGET_TABLE, SETTINGS = "vocab.json", "target_vocab.json", "tokenizer_config.json"
-WORD_START = "\u2581"  # SentencePiece's mark of a word's first piece
 # transformers' clean_up_tokenization, applied where the tokenizer's settings ask for it
 CLEAN_UP = [(" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
             (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")]  # fmt: skip
@@ -57,7 +57,12 @@ class MarianSide:
         self._pieces = {i: piece for piece, i in table.items()}
         self._special_pieces = {self._pieces[i] for i in special if i in self._pieces}
         longest_first = sorted(self._special_pieces, key=len, reverse=True)
-        self._specials = re.compile("(" + "|".join(map(re.escape, longest_first)) + ")")
+        # a split around the special tokens written in a text (None: the table has none)
+        self._specials = (
+            re.compile("(" + "|".join(map(re.escape, longest_first)) + ")")
+            if longest_first
+            else None
+        )
         self._unk = table["<unk>"]
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -73,7 +78,7 @@ class MarianSide:
         """The pieces of ``text``: a special token written in it (``</s>``) whole, and in
         each stretch between them a leading ``>>lang<<`` code whole, then SentencePiece's."""
         pieces: list[str] = []
-        for stretch in self._specials.split(text) if self._specials.pattern else [text]:
+        for stretch in self._specials.split(text) if self._specials else [text]:
             if stretch in self._special_pieces:
                 pieces.append(stretch)
                 continue
