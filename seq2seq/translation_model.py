@@ -45,8 +45,9 @@ from seq2seq.inspection.collect import (
 from seq2seq.inspection.extraction import MEAN_ARGMAX, Extraction, extracted_links
 from seq2seq.inspection.maps import check_layer_choice
 from seq2seq.inspection.sentence import AttentionMaps, attention_of
-from seq2seq.inspection.word_alignments import Method, format_pharaoh
+from seq2seq.inspection.word_alignments import Method
 from seq2seq.text.casing import Recaser
+from seq2seq.text.pharaoh import format_pharaoh
 
 if TYPE_CHECKING:
     from seq2seq.inference.ct2_translate import Exported

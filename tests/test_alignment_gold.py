@@ -16,10 +16,10 @@ from seq2seq.inspection.word_alignments import (
     aer_interval,
     corpus_score,
     read_gold,
-    read_links,
     sentence_scores,
     transpose,
 )
+from seq2seq.text.pharaoh import read_links
 
 GOLD = {"enfr": "en-fr.hansards-wpt03/enfr.gold", "roen": "ro-en.wpt03/roen.gold"}
 RESULT_LINE = re.compile(r"test\.(\w+)\.(?:([\w-]+)\.)?talp: ([\d.]+)% \(([\d.]+)%/([\d.]+)%/\d+\)")

@@ -9,7 +9,8 @@ import pytest
 from seq2seq.commands.main import main
 from seq2seq.inference.checkpoint import load_trained
 from seq2seq.inspection.pipeline import InspectSettings, inspect_attention
-from seq2seq.inspection.word_alignments import grow_diag, read_gold, read_links
+from seq2seq.inspection.word_alignments import grow_diag, read_gold
+from seq2seq.text.pharaoh import read_links
 
 PNG = b"\x89PNG\r\n\x1a\n"
 STATISTICS = {

@@ -14,16 +14,15 @@ from seq2seq.inspection.word_alignments import (
     argmax_links,
     drop_outside,
     extract_links,
-    format_pharaoh,
     grow_diag,
     parse_gold_line,
     read_gold,
-    read_links,
     score_alignments,
     symmetrize,
     threshold_links,
     transpose,
 )
+from seq2seq.text.pharaoh import format_pharaoh, read_links
 from seq2seq.text.words import merge_to_words, word_spans
 
 # target words (rows) x source words (columns): "b a c" attending to "a b c" crosswise

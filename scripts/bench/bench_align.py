@@ -52,11 +52,11 @@ from seq2seq.inspection.word_alignments import (
     corpus_score,
     drop_outside,
     read_gold,
-    read_links,
     sentence_scores,
     symmetrize,
     transpose,
 )
+from seq2seq.text.pharaoh import read_links
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs" / "finetune.yaml"
 Pair = tuple[list[str], list[str]]  # the words of the left and of the right side

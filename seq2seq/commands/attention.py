@@ -203,9 +203,9 @@ def align_score(
         corpus_score,
         drop_outside,
         read_gold,
-        read_links,
         sentence_scores,
     )
+    from seq2seq.text.pharaoh import read_links
 
     gold_links, hyp_links = read_gold(gold, one_indexed), read_links(hyp)
     check_parallel(gold, gold_links, hyp, hyp_links)

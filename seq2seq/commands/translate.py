@@ -38,9 +38,9 @@ from seq2seq.common.errors import OutputError, UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.translator import Translation
 from seq2seq.inspection.extraction import Extraction
-from seq2seq.inspection.word_alignments import format_pharaoh
 from seq2seq.text.arriving_lines import arriving_lines
 from seq2seq.text.lines import iter_lines, read_lines
+from seq2seq.text.pharaoh import format_pharaoh
 
 
 @command

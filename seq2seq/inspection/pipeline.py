@@ -45,10 +45,10 @@ from seq2seq.inspection.word_alignments import (
     Method,
     Symmetrization,
     extract_links,
-    format_pharaoh,
     symmetrize,
     transpose,
 )
+from seq2seq.text.pharaoh import format_pharaoh
 
 log = logging.getLogger("seq2seq")
 

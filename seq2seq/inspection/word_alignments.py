@@ -1,5 +1,5 @@
-"""Word alignments from attention: hard links, symmetrization of two directions, the
-Pharaoh format, and their alignment error rate against gold alignments.
+"""Word alignments from attention: hard links, symmetrization of two directions, and their
+alignment error rate against gold alignments (plain Pharaoh files: ``text.pharaoh``).
 
 A link ``(i, j)`` joins source word ``i`` and target word ``j`` (0-indexed, source first,
 as in Pharaoh/Moses/fast_align files: ``0-0 1-2 2-1``). Attention maps here are word
@@ -49,13 +49,12 @@ from torch import Tensor
 
 from seq2seq.common.errors import DataError
 from seq2seq.text.lines import read_lines
+from seq2seq.text.pharaoh import Link, format_pharaoh
 
-Link = tuple[int, int]  # (source word, target word)
 Method = Literal["argmax", "threshold"]
 Symmetrization = Literal["intersection", "union", "grow-diag", "grow-diag-final"]
 
 _GOLD_LINK = re.compile(r"(\d+)([-pP?])(\d+)(?:-?([sSpP]))?")
-_PLAIN_LINK = re.compile(r"(\d+)-(\d+)")
 _NEIGHBORS = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
 
 
@@ -136,11 +135,6 @@ def symmetrize(forward: set[Link], backward: set[Link], method: Symmetrization) 
     raise ValueError(f"unknown symmetrization {method!r}")
 
 
-def format_pharaoh(links: Iterable[Link]) -> str:
-    """``{(1, 2), (0, 0)}`` -> ``'0-0 1-2'`` (sorted by source, then target)."""
-    return " ".join(f"{i}-{j}" for i, j in sorted(links))
-
-
 @dataclass(frozen=True)
 class GoldAlignment:
     """One sentence's gold links: ``sure`` S and ``possible`` P (P includes S)."""
@@ -177,28 +171,12 @@ def parse_gold_line(line: str, one_indexed: bool = False, where: str = "gold") -
     return GoldAlignment(frozenset(sure), frozenset(possible))
 
 
-def parse_links(line: str, where: str = "hypothesis") -> set[Link]:
-    """A plain 0-indexed Pharaoh line ``'0-0 1-2'`` -> {(0, 0), (1, 2)}."""
-    links: set[Link] = set()
-    for token in line.split():
-        match = _PLAIN_LINK.fullmatch(token)
-        if match is None:
-            raise DataError(f"{where}: {token!r} is not a plain i-j alignment link")
-        links.add((int(match.group(1)), int(match.group(2))))
-    return links
-
-
 def read_gold(path: str | Path, one_indexed: bool = False) -> list[GoldAlignment]:
     """One GoldAlignment per line of ``path``."""
     return [
         parse_gold_line(line, one_indexed, f"{path}:{n}")
         for n, line in enumerate(read_lines(path), start=1)
     ]
-
-
-def read_links(path: str | Path) -> list[set[Link]]:
-    """One set of links per line of a 0-indexed Pharaoh file."""
-    return [parse_links(line, f"{path}:{n}") for n, line in enumerate(read_lines(path), start=1)]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from seq2seq.inference.translator import Translation
 from seq2seq.inspection.collect import SentenceAttention, hypotheses_attention
 from seq2seq.inspection.extraction import Extraction, extracted_links
 from seq2seq.inspection.maps import as_layers_heads, summary_map
-from seq2seq.inspection.word_alignments import format_pharaoh
+from seq2seq.text.pharaoh import format_pharaoh
 from seq2seq.translation_model import CheckpointModel, TranslationModel
 
 DECIMALS = 4  # attention weights in answers are rounded to this many decimals

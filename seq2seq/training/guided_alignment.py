@@ -30,11 +30,9 @@ from torch import Tensor
 from seq2seq.batch import Batch
 from seq2seq.common.errors import DataError, Seq2SeqError, UsageError
 from seq2seq.inference.batching import collate
-from seq2seq.text.lines import read_lines
+from seq2seq.text.pharaoh import Link, read_links
 from seq2seq.text.tokenizer import AnyVocabulary
 from seq2seq.text.words import word_spans
-
-WordLink = tuple[int, int]  # (source word, target word)
 
 
 def check_guided_settings(weight: float | None, links: str | None) -> None:
@@ -52,16 +50,9 @@ def check_guided_settings(weight: float | None, links: str | None) -> None:
         )
 
 
-def read_training_links(path: str | Path, pairs: int) -> list[list[WordLink]]:
+def read_training_links(path: str | Path, pairs: int) -> list[list[Link]]:
     """The links of each training pair, from a Pharaoh file of exactly ``pairs`` lines."""
-    links = []
-    for number, line in enumerate(read_lines(path), start=1):
-        try:
-            links.append([(int(i), int(j)) for i, j in (t.split("-") for t in line.split())])
-        except ValueError:
-            raise DataError(
-                f"{path}:{number}: {line!r} is not Pharaoh links like 0-0 1-2"
-            ) from None
+    links = [sorted(line) for line in read_links(path)]
     if len(links) != pairs:
         raise DataError(
             f"{path} has {len(links)} lines of links but the training split has {pairs} pairs"
@@ -70,7 +61,7 @@ def read_training_links(path: str | Path, pairs: int) -> list[list[WordLink]]:
 
 
 def piece_guide(
-    links: Sequence[WordLink], src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+    links: Sequence[Link], src_pieces: Sequence[str], tgt_pieces: Sequence[str]
 ) -> Tensor:
     """One pair's guide [T, S] (T = len(tgt_pieces) + 1, S = len(src_pieces) + 1): row k + 1
     spread over the source pieces that target piece k's word links to. Links that point past
@@ -91,7 +82,7 @@ class GuidedCollate:
     """``collate`` of training rows, with each pair's guide (``Batch.guide``) from its word
     links, found by the row's number in its split. Picklable: DataLoader workers run it."""
 
-    links: list[list[WordLink]]
+    links: list[list[Link]]
     vocab: AnyVocabulary
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> Batch:
