@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from seq2seq.commands.decoding import (
     DecodeSettings,
-    check_ensemble_weights,
+    check_model_files,
     released_list,
     search_options,
 )
@@ -18,7 +18,6 @@ from seq2seq.commands.options import check_output_folder, check_parallel, comman
 from seq2seq.common.errors import DataError, Seq2SeqError, UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
-from seq2seq.inference.released import resolve
 from seq2seq.text.lines import read_lines
 from seq2seq.translation_model import CheckpointModel, load
 
@@ -54,11 +53,7 @@ class InspectedModel:
             raise UsageError(
                 f"attention needs --model, --ckpt or --hf, one of them ({released_list()})"
             )
-        if self.model is not None:
-            resolve(self.model)
-        check_ensemble_weights(self.ckpt, self.ensemble_weights)
-        for path in self.ckpt or []:
-            check_checkpoint_path(path)
+        check_model_files(self.model, self.ckpt, self.ensemble_weights)
         members = len(self.ckpt or [self.model or self.hf])
         if self.ensemble_attention is not None and self.ensemble_attention >= members:
             raise Seq2SeqError(

@@ -176,10 +176,18 @@ def check_model_options(command: str, chosen: ModelSettings) -> None:
         raise UsageError(f"{' and '.join(given)} exclude each other")
     if chosen.ctranslate2_workers != 1 and chosen.ctranslate2 is None:
         raise UsageError("--ctranslate2-workers applies to --ctranslate2 only")
-    if chosen.model is not None:
-        resolve(chosen.model)  # a name that does not exist: one line naming those that do
-    check_ensemble_weights(chosen.ckpt, chosen.ensemble_weights)
-    for path in chosen.ckpt or []:
+    check_model_files(chosen.model, chosen.ckpt, chosen.ensemble_weights)
+
+
+def check_model_files(
+    name: str | None, ckpt: list[str] | None, ensemble_weights: list[float] | None
+) -> None:
+    """A released model's ``name`` that exists (one line naming those that do, else), each
+    ``ckpt`` a checkpoint file, and ``--ensemble-weights`` one per checkpoint."""
+    if name is not None:
+        resolve(name)
+    check_ensemble_weights(ckpt, ensemble_weights)
+    for path in ckpt or []:
         check_checkpoint_path(path)
 
 
