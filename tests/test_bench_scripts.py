@@ -359,23 +359,30 @@ def test_the_step_benchmark_times_attention_and_the_whole_decoder_step_of_each_v
 
 
 @pytest.fixture(scope="module")
-def selection() -> ModuleType:
-    return load_script("select_on_val")
+def selection() -> SimpleNamespace:
+    """select_on_val.py (``command``) and the parts of scripts/selection it runs, each by
+    its module's name, as the command imported them: a test patches a name where it is
+    looked up."""
+    command = load_script("select_on_val")
+    parts = ("records", "runs", "table", "on_val", "on_test", "distill", "release", "record")
+    return SimpleNamespace(
+        command=command, **{part: sys.modules[f"scripts.selection.{part}"] for part in parts}
+    )
 
 
 def train_arguments(
-    selection: ModuleType, monkeypatch: pytest.MonkeyPatch, data: Path, *words: str
+    selection: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, data: Path, *words: str
 ) -> argparse.Namespace:
     """``select_on_val.py --data DATA train WORDS`` parsed from the repository's root, as
     `make student` runs it."""
     (data / "val.en.gz").touch()
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(sys, "argv", ["select_on_val.py", "--data", str(data), "train", *words])
-    return selection.parse_args()
+    return selection.command.parse_args()
 
 
 def test_a_recipe_of_recipes_yaml_trains_with_its_config_files(
-    selection: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+    selection: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
 ):
     recipe = ["--recipe", "transformer-student-6-2-short"]
     args = train_arguments(selection, monkeypatch, tmp_path, "--name", "fast", *recipe)
@@ -397,7 +404,7 @@ def test_a_recipe_of_recipes_yaml_trains_with_its_config_files(
 
 @pytest.mark.parametrize("pieces", [True, False])
 def test_a_recipe_on_subword_nmt_pieces_is_scored_joined_on_val_and_on_test(
-    selection: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pieces: bool
+    selection: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pieces: bool
 ):
     """train --remove-bpe: the recipe's record says so, so that val and `final`'s test set
     both score the pieces joined; such a recipe is no ensemble member (nor teacher)."""
@@ -410,27 +417,27 @@ def test_a_recipe_on_subword_nmt_pieces_is_scored_joined_on_val_and_on_test(
     def fit(args: argparse.Namespace, seed: int, folder: Path) -> None:
         write_json(folder / "train.json", {"seconds": 60.0, "seed": seed})
 
-    monkeypatch.setattr(selection, "evaluate", evaluate)
-    monkeypatch.setattr(selection, "fit", fit)
-    monkeypatch.setattr(selection, "final_models", lambda run, folder: {"last-1": folder / "x"})
+    monkeypatch.setattr(selection.runs, "evaluate", evaluate)
+    monkeypatch.setattr(selection.runs, "fit", fit)
+    monkeypatch.setattr(selection.runs, "final_models", lambda run, folder: {"last-1": folder / "x"})
     words = ["--name", "cut", "--config", "base.yaml", *(["--remove-bpe"] if pieces else [])]
     args = train_arguments(selection, monkeypatch, tmp_path, *words)
     args.out = tmp_path / "selection"
-    selection.train(args)
+    selection.on_val.train(args)
     recipe = json.loads((args.out / "cut" / "recipe.json").read_text())
     assert recipe.get("remove_bpe", False) is pieces
-    assert joined == [pieces] * len(selection.LENGTH_PENALTIES)
+    assert joined == [pieces] * len(selection.records.LENGTH_PENALTIES)
     final = argparse.Namespace(
         out=args.out, name="cut", again=False, skip_scored=False,
         test_split="test_2016_flickr", data=tmp_path, pair="en-de", beam=5, recase=None,
     )  # fmt: skip
-    selection.final(final)
-    assert joined[-1] is pieces and len(joined) == len(selection.LENGTH_PENALTIES) + 1
+    selection.on_test.final(final)
+    assert joined[-1] is pieces and len(joined) == len(selection.records.LENGTH_PENALTIES) + 1
     if pieces:
         with pytest.raises(SystemExit, match="subword-nmt"):
-            selection.member_model(args.out, "cut:1")
+            selection.runs.member_model(args.out, "cut:1")
     else:
-        assert selection.member_model(args.out, "cut:1")[0] == args.out / "cut" / "seed1" / "x"
+        assert selection.runs.member_model(args.out, "cut:1")[0] == args.out / "cut" / "seed1" / "x"
 
 
 def write_seed(recipe: Path, seed: int, scores: dict[str, float], minutes: float = 30) -> None:
@@ -442,20 +449,20 @@ def write_seed(recipe: Path, seed: int, scores: dict[str, float], minutes: float
 
 
 def test_selection_chooses_the_setting_with_the_best_mean_over_seeds(
-    selection: ModuleType, tmp_path: Path
+    selection: SimpleNamespace, tmp_path: Path
 ):
     # last-5 wins seed 1 by a little and loses seed 2 by a lot: its mean is lower
     write_seed(tmp_path / "anchor", 1, {"last-5@lp1.5": 40.0, "last-10@lp1.5": 39.9})
     write_seed(tmp_path / "anchor", 2, {"last-5@lp1.5": 38.0, "last-10@lp1.5": 39.7})
-    chosen = selection.chosen_setting(selection.seed_scores(tmp_path / "anchor"))
-    assert chosen == selection.Setting("last-10", 1.5)
-    (row,) = selection.val_rows(tmp_path)
+    chosen = selection.records.chosen_setting(selection.records.seed_scores(tmp_path / "anchor"))
+    assert chosen == selection.records.Setting("last-10", 1.5)
+    (row,) = selection.table.val_rows(tmp_path)
     scores = ["39.80 ± 0.14", "38.80 ± 0.14", "59.80 ± 0.14"]
     assert row == ["anchor", "1, 2", "last-10", "1.5", *scores, "30", "–"]
 
 
 def test_selection_scores_a_recipe_on_each_test_set_only_once(
-    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+    selection: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ):
     write_seed(tmp_path / "anchor", 1, {"last-1@lp1": 30.0})
     scored = [{"split": "test_2016_flickr", "scores": {"1": {"bleu_literature": 30.0}}}]
@@ -465,28 +472,28 @@ def test_selection_scores_a_recipe_on_each_test_set_only_once(
         test_split="test_2016_flickr", data=tmp_path, pair="en-de", beam=5, recase=None,
     )  # fmt: skip
     with pytest.raises(SystemExit, match="scored on test_2016_flickr already"):
-        selection.final(args)
+        selection.on_test.final(args)
     args.skip_scored = True  # what `make student` asks: the recorded score, no new one
-    selection.final(args)
+    selection.on_test.final(args)
     assert "scored already" in capsys.readouterr().out
     assert json.loads((tmp_path / "anchor" / "final.json").read_text()) == scored
     # another split is scored, and the figure keeps showing test_2016's first score
     checkpoint = tmp_path / "anchor" / "seed1" / "last.ckpt"
-    monkeypatch.setattr(selection, "final_models", lambda run, folder: {"last-1": checkpoint})
+    monkeypatch.setattr(selection.runs, "final_models", lambda run, folder: {"last-1": checkpoint})
     monkeypatch.setattr(
-        selection, "evaluate",
+        selection.runs, "evaluate",
         lambda *a, **k: {"bleu_literature": 25.0, "bleu": 24.0, "chrf": 50.0},
     )  # fmt: skip
     args.skip_scored, args.test_split = False, "test_2017_mscoco"
-    selection.final(args)
+    selection.on_test.final(args)
     history = json.loads((tmp_path / "anchor" / "final.json").read_text())
     assert [record["split"] for record in history] == ["test_2016_flickr", "test_2017_mscoco"]
-    assert selection.first_test_scores(tmp_path / "anchor") == scored[0]["scores"]
-    assert selection.candidates(tmp_path)[0].test == [30.0]
+    assert selection.records.first_test_scores(tmp_path / "anchor") == scored[0]["scores"]
+    assert selection.table.candidates(tmp_path)[0].test == [30.0]
 
 
 def test_a_seed_trained_after_the_scoring_is_scored_alone_and_once(
-    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    selection: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     write_seed(tmp_path / "anchor", 1, {"last-10@lp2": 41.5, "last-5@lp2": 41.1})
     scored = [{"split": "test_2016_flickr", "setting": "last-10@lp2",
@@ -501,14 +508,14 @@ def test_a_seed_trained_after_the_scoring_is_scored_alone_and_once(
         return {"bleu_literature": 40.9, "bleu": 20.0, "chrf": 51.0}
 
     models = lambda run, folder: {"last-5": folder / "last-5.ckpt", "last-10": folder / "x"}  # noqa: E731
-    monkeypatch.setattr(selection, "final_models", models)
-    monkeypatch.setattr(selection, "evaluate", evaluate)
+    monkeypatch.setattr(selection.runs, "final_models", models)
+    monkeypatch.setattr(selection.runs, "evaluate", evaluate)
     args = argparse.Namespace(
         out=tmp_path, name="anchor", again=False, skip_scored=True,
         test_split="test_2016_flickr", data=tmp_path, pair="en-de", beam=5,
         recase=tmp_path / "casing.de.json",
     )  # fmt: skip
-    selection.final(args)  # even as `make student` asks it (--skip-scored)
+    selection.on_test.final(args)  # even as `make student` asks it (--skip-scored)
     assert evaluated == [tmp_path / "anchor" / "seed2" / "last-5.ckpt"]  # seed 1 not again
     assert recased == [args.recase]  # its translations recased, and the record says so
     history = json.loads((tmp_path / "anchor" / "final.json").read_text())
@@ -516,19 +523,19 @@ def test_a_seed_trained_after_the_scoring_is_scored_alone_and_once(
     assert history[1]["recase"] == str(args.recase)
     assert history[1]["setting"] == "last-5@lp2"  # val's choice over both seeds now
     assert list(history[1]["scores"]) == ["2"]
-    assert selection.first_test_scores(tmp_path / "anchor") == {
+    assert selection.records.first_test_scores(tmp_path / "anchor") == {
         "1": {"bleu_literature": 40.2}, "2": history[1]["scores"]["2"]
     }  # fmt: skip
-    assert selection.candidates(tmp_path)[0].test == [40.2, 40.9]
-    selection.final(args)  # both scored: nothing is scored again
+    assert selection.table.candidates(tmp_path)[0].test == [40.2, 40.9]
+    selection.on_test.final(args)  # both scored: nothing is scored again
     assert len(evaluated) == 1
     args.skip_scored = False
     with pytest.raises(SystemExit, match="scored on test_2016_flickr already"):
-        selection.final(args)
+        selection.on_test.final(args)
 
 
 def test_an_ensemble_is_listed_with_the_weights_and_length_penalty_val_chose(
-    selection: ModuleType, tmp_path: Path
+    selection: SimpleNamespace, tmp_path: Path
 ):
     write_seed(tmp_path / "anchor", 1, {"last-5@lp1.5": 40.0})
     write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
@@ -537,7 +544,7 @@ def test_an_ensemble_is_listed_with_the_weights_and_length_penalty_val_chose(
         tmp_path / "pair" / "val.json",
         {k: {"bleu_literature": b, "bleu": b - 1, "chrf": b + 20} for k, b in records.items()},
     )
-    assert selection.ensemble_rows(tmp_path) == [
+    assert selection.table.ensemble_rows(tmp_path) == [
         ["pair", "anchor:1, anchor:2", "equal", "1.5", "41.60", "40.60", "61.60"]
     ]
     records["ensemble[0.7,0.3]@lp2"] = 41.7
@@ -545,14 +552,14 @@ def test_an_ensemble_is_listed_with_the_weights_and_length_penalty_val_chose(
         tmp_path / "pair" / "val.json",
         {k: {"bleu_literature": b, "bleu": b - 1, "chrf": b + 20} for k, b in records.items()},
     )
-    assert selection.ensemble_rows(tmp_path) == [
+    assert selection.table.ensemble_rows(tmp_path) == [
         ["pair", "anchor:1, anchor:2", "0.7, 0.3", "2", "41.70", "40.70", "61.70"]
     ]
-    assert [row[0] for row in selection.val_rows(tmp_path)] == ["anchor"]
+    assert [row[0] for row in selection.table.val_rows(tmp_path)] == ["anchor"]
 
 
 def test_the_figure_shows_val_per_seed_and_the_first_test_score(
-    selection: ModuleType, tmp_path: Path
+    selection: SimpleNamespace, tmp_path: Path
 ):
     write_seed(tmp_path / "anchor", 1, {"last-5@lp1.5": 40.0, "last-1@lp1": 39.0})
     write_seed(tmp_path / "anchor", 2, {"last-5@lp1.5": 41.0, "last-1@lp1": 41.5})
@@ -568,22 +575,22 @@ def test_the_figure_shows_val_per_seed_and_the_first_test_score(
     write_json(tmp_path / "pair" / "val.json", {"ensemble@lp2": scores})
     tested = [{"scores": {"ensemble": {"bleu_literature": 41}}}]
     write_json(tmp_path / "pair" / "final.json", tested)
-    assert selection.candidates(tmp_path) == [
-        selection.Candidate("anchor", [40.0, 41.0], [39.5, 40.5]),  # last-5 has the best mean
-        selection.Candidate("untested", [38.0], []),
-        selection.Candidate("pair", [42.0], [41]),
+    assert selection.table.candidates(tmp_path) == [
+        selection.table.Candidate("anchor", [40.0, 41.0], [39.5, 40.5]),  # last-5 has the best mean
+        selection.table.Candidate("untested", [38.0], []),
+        selection.table.Candidate("pair", [42.0], [41]),
     ]
-    selection.print_table(tmp_path)
+    selection.table.print_table(tmp_path)
     assert (tmp_path / "val-table.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_an_ensemble_member_must_be_a_val_scored_seed(selection: ModuleType, tmp_path: Path):
+def test_an_ensemble_member_must_be_a_val_scored_seed(selection: SimpleNamespace, tmp_path: Path):
     write_seed(tmp_path / "anchor", 1, {"last-1@lp1": 30.0})
     with pytest.raises(SystemExit, match="no val-scored seed '2' of 'anchor'"):
-        selection.member_model(tmp_path, "anchor:2")
+        selection.runs.member_model(tmp_path, "anchor:2")
 
 
-def test_an_ensemble_is_scored_on_the_test_set_only_once(selection: ModuleType, tmp_path: Path):
+def test_an_ensemble_is_scored_on_the_test_set_only_once(selection: SimpleNamespace, tmp_path: Path):
     write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
     write_json(tmp_path / "pair" / "val.json", {"ensemble@lp1": {"bleu_literature": 1.0}})
     scored = {"split": "test_2016_flickr", "scores": {"ensemble": {"bleu_literature": 1.0}}}
@@ -592,7 +599,7 @@ def test_an_ensemble_is_scored_on_the_test_set_only_once(selection: ModuleType, 
         out=tmp_path, name="pair", again=False, skip_scored=False, test_split="test_2016_flickr"
     )
     with pytest.raises(SystemExit, match="scored on test_2016_flickr already"):
-        selection.final(args)
+        selection.on_test.final(args)
 
 
 @pytest.fixture(scope="module")
@@ -634,7 +641,7 @@ def test_the_profiled_time_is_split_without_loss(profiler: ModuleType):
 
 
 def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
-    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    selection: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """final on an ensemble: each member under its recipe's setting, the ensemble under its
     own, the paired bootstrap against the best member, all recorded once."""
@@ -660,14 +667,14 @@ def test_an_ensemble_final_scores_it_and_its_members_with_a_bootstrap(
         bleu = {"anchor:1": 30.0, "anchor:2": 10.0, "ensemble": 90.0}[name]
         return {"bleu_literature": bleu, "bleu": bleu, "chrf": bleu}
 
-    monkeypatch.setattr(selection, "evaluate", fake_evaluate)
-    chosen = selection.Setting("last-5", 1.5)  # what the seeds' val.json above choose
-    monkeypatch.setattr(selection, "member_model", lambda out, member: (member, chosen))
-    monkeypatch.setattr(selection, "split_files", lambda *args: (ref, ref))
+    monkeypatch.setattr(selection.runs, "evaluate", fake_evaluate)
+    chosen = selection.records.Setting("last-5", 1.5)  # what the seeds' val.json above choose
+    monkeypatch.setattr(selection.runs, "member_model", lambda out, member: (member, chosen))
+    monkeypatch.setattr(selection.on_test, "split_files", lambda *args: (ref, ref))
     args = argparse.Namespace(out=tmp_path, name="pair", again=False, data=tmp_path,
                               test_split="test_2016_flickr", pair="en-de", beam=5,
                               recase=None)  # fmt: skip
-    selection.final(args)
+    selection.on_test.final(args)
     assert calls == [("anchor:1", 1.5, None), ("anchor:2", 1.5, None), ("ensemble", 1.0, [3, 1])]
     (record,) = json.loads((tmp_path / "pair" / "final.json").read_text())
     assert record["setting"] == "ensemble[3,1]@lp1"
@@ -684,7 +691,7 @@ def fit_args(data: Path) -> argparse.Namespace:
 
 @pytest.mark.parametrize("stopped", [False, True])
 def test_a_stopped_fit_continues_from_its_last_checkpoint(
-    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stopped: bool
+    selection: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stopped: bool
 ):
     folder = tmp_path / "anchor" / "seed1"
     if stopped:
@@ -697,21 +704,21 @@ def test_a_stopped_fit_continues_from_its_last_checkpoint(
         commands.append(command)
         return SimpleNamespace(status=0, seconds=60.0, peak_rss_mb=100.0)
 
-    monkeypatch.setattr(selection, "run", fake_run)
+    monkeypatch.setattr(selection.runs, "run", fake_run)
     args = fit_args(tmp_path)
-    record = selection.fit(args, 1, folder)
+    record = selection.runs.fit(args, 1, folder)
     (command,) = commands
     assert (command[-2:] == ["--ckpt_path", "last"]) is stopped
     assert record["resumed"] is stopped
     assert json.loads((folder / "train.json").read_text()) == record
     write_json(folder / "val.json", {"last-1@lp1": {"bleu_literature": 1, "bleu": 1, "chrf": 1}})
     write_json(tmp_path / "anchor" / "recipe.json", {"config": ["base.yaml"], "override": []})
-    (row,) = selection.val_rows(tmp_path)
+    (row,) = selection.table.val_rows(tmp_path)
     assert row[-2:] == (["1 (resumed: the last part)", "–"] if stopped else ["1", "–"])
 
 
 def test_a_fit_stopped_and_continued_counts_the_time_of_every_part(
-    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    selection: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """A fit stopped (GracefulStop's exit status) keeps its part's time; the part that
     finishes it continues from last.ckpt, and the record sums both parts' times, not that of
@@ -729,32 +736,32 @@ def test_a_fit_stopped_and_continued_counts_the_time_of_every_part(
             (folder / "run" / "checkpoints" / "last.ckpt").write_bytes(b"")
         return SimpleNamespace(status=status, seconds=seconds, peak_rss_mb=peak)
 
-    monkeypatch.setattr(selection, "run", fake_run)
+    monkeypatch.setattr(selection.runs, "run", fake_run)
     args = fit_args(tmp_path)
     with pytest.raises(RuntimeError, match=r"exit 1\)"):
-        selection.fit(args, 1, folder)
+        selection.runs.fit(args, 1, folder)
     with pytest.raises(RuntimeError, match="exit 143"):
-        selection.fit(args, 1, folder)
+        selection.runs.fit(args, 1, folder)
     assert not (folder / "train.json").exists()
-    record = selection.fit(args, 1, folder)
+    record = selection.runs.fit(args, 1, folder)
     assert record == {"seconds": 160.0, "peak_rss_mb": 300.0, "seed": 1, "parts": 2,
                       "resumed": False}  # fmt: skip
     assert not (folder / "stopped.json").exists()  # no stale parts for a later continuation
     write_json(folder / "val.json", {"last-1@lp1": {"bleu_literature": 1, "bleu": 1, "chrf": 1}})
     write_json(tmp_path / "anchor" / "recipe.json", {"config": ["base.yaml"], "override": []})
-    (row,) = selection.val_rows(tmp_path)
+    (row,) = selection.table.val_rows(tmp_path)
     assert row[-2] == "3 (in parts)"
 
 
-def test_an_ensembles_weights_are_named_in_its_setting_and_read_back(selection: ModuleType):
+def test_an_ensembles_weights_are_named_in_its_setting_and_read_back(selection: SimpleNamespace):
     for weights in (None, [0.7, 0.3], [2.0, 1.0, 1.0]):
-        model = selection.ensemble_model(weights)
-        assert selection.ensemble_weights(model) == weights
-    assert selection.ensemble_model([0.7, 0.3]) == "ensemble[0.7,0.3]"
-    assert selection.parse_weighting("0.7,0.3", 2) == [0.7, 0.3]
+        model = selection.records.ensemble_model(weights)
+        assert selection.records.ensemble_weights(model) == weights
+    assert selection.records.ensemble_model([0.7, 0.3]) == "ensemble[0.7,0.3]"
+    assert selection.on_val.parse_weighting("0.7,0.3", 2) == [0.7, 0.3]
     for wrong in ("0.7", "0.7,x", "1,-1", "0,0"):
         with pytest.raises(SystemExit, match=f"--weights {wrong}: "):
-            selection.parse_weighting(wrong, 2)
+            selection.on_val.parse_weighting(wrong, 2)
 
 
 @pytest.fixture(scope="module")
@@ -811,7 +818,7 @@ def test_a_perf_report_is_summed_by_category(engines_profile: ModuleType):
 
 
 def test_selection_takes_the_averages_a_run_trained_elsewhere_brought_back(
-    selection: ModuleType, tmp_path: Path
+    selection: SimpleNamespace, tmp_path: Path
 ):
     """A seed trained on a lent machine comes back as its averaged checkpoints alone (no run
     folder): those, and only those, are its candidate final models."""
@@ -819,19 +826,19 @@ def test_selection_takes_the_averages_a_run_trained_elsewhere_brought_back(
     seed.mkdir(parents=True)
     for name in ("last-5.ckpt", "last-10.ckpt"):
         (seed / name).write_bytes(b"")
-    models = selection.final_models(seed / "run", seed)
+    models = selection.runs.final_models(seed / "run", seed)
     assert models == {"last-5": seed / "last-5.ckpt", "last-10": seed / "last-10.ckpt"}
 
 
 def test_a_teacher_distills_under_the_setting_val_chose_and_only_once(
-    selection: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    selection: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """distill: the teacher's val-chosen checkpoints, length penalty and ensemble weights
     reach `seq2seq distill`; its cost is kept beside the teacher; a corpus is written once."""
     write_seed(tmp_path / "anchor", 1, {"last-10@lp2": 41.5, "last-5@lp1": 41.0})
     write_seed(tmp_path / "anchor", 2, {"last-10@lp2": 40.5, "last-5@lp1": 40.9})
     models = {name: tmp_path / f"{name}.ckpt" for name in ("last-5", "last-10")}
-    monkeypatch.setattr(selection, "final_models", lambda run, folder: models)
+    monkeypatch.setattr(selection.runs, "final_models", lambda run, folder: models)
     commands = []
 
     def fake_run(command, stdout, stderr=None, **options):
@@ -841,13 +848,13 @@ def test_a_teacher_distills_under_the_setting_val_chose_and_only_once(
         (out / "distill.json").write_text("{}")
         return SimpleNamespace(status=0, seconds=12.5, peak_rss_mb=300.0)
 
-    monkeypatch.setattr(selection, "run", fake_run)
+    monkeypatch.setattr(selection.distill, "run", fake_run)
     corpus = tmp_path / "kd"
     args = argparse.Namespace(
         out=tmp_path, data=tmp_path / "multi30k", pair="en-de", beam=5, teacher="anchor:2",
         corpus=corpus, keep_originals=True,
     )  # fmt: skip
-    selection.distill(args)
+    selection.distill.distill(args)
     assert commands == [[
         "distill", "--ckpt", str(models["last-10"]), "--data", str(tmp_path / "multi30k"),
         "--out", str(corpus), "--src-lang", "en", "--tgt-lang", "de", "--beam", "5",
@@ -855,24 +862,24 @@ def test_a_teacher_distills_under_the_setting_val_chose_and_only_once(
     ]]  # fmt: skip
     cost = json.loads((tmp_path / "anchor" / "distill" / "kd" / "distill.json").read_text())
     assert cost["teacher"] == "anchor:2" and cost["seconds"] == 12.5
-    selection.distill(args)  # written already: nothing runs
+    selection.distill.distill(args)  # written already: nothing runs
     assert len(commands) == 1
     # an ensemble teacher: its members under their recipe's choice, its own weights and penalty
     write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
     write_json(tmp_path / "pair" / "val.json", {"ensemble[3,1]@lp1.5": {"bleu_literature": 42.0}})
     args.teacher, args.corpus, args.keep_originals = "pair", tmp_path / "kd-pair", False
-    selection.distill(args)
+    selection.distill.distill(args)
     assert commands[1][commands[1].index("--length-penalty") :] == [
         "--length-penalty", "1.5", "--ensemble-weights", "3.0", "1.0",
     ]  # fmt: skip
     assert commands[1].count("--ckpt") == 2
     args.teacher, args.corpus = "nobody", tmp_path / "kd-nobody"
     with pytest.raises(SystemExit, match="neither recipe:seed nor a val-scored ensemble"):
-        selection.distill(args)
+        selection.distill.distill(args)
 
 
 def test_record_keeps_the_committed_records_a_retrained_run_would_replace(
-    selection: ModuleType, tmp_path: Path
+    selection: SimpleNamespace, tmp_path: Path
 ):
     """`record` copies the records and the table; more val scores or another test split
     extend a committed record and are copied, while a teacher trained again in the same
@@ -883,42 +890,42 @@ def test_record_keeps_the_committed_records_a_retrained_run_would_replace(
     tested = {"split": "test_2016_flickr", "scores": {"1": {"bleu_literature": 39.5}}}
     write_json(out / "teacher" / "final.json", [tested])
     args = argparse.Namespace(out=out, into=into, names=[])
-    selection.record(args)
+    selection.record.record(args)
     committed = json.loads((into / "teacher" / "seed1" / "train.json").read_text())
     assert committed["seconds"] == 3600 and (into / "val-table.md").exists()
 
     write_seed(out / "teacher", 1, {"last-1@lp1": 40.0, "last-5@lp1": 40.5}, minutes=60)
     write_json(out / "teacher" / "final.json", [tested, {**tested, "split": "test_2017_flickr"}])
-    selection.record(args)
+    selection.record.record(args)
     assert len(json.loads((into / "teacher" / "final.json").read_text())) == 2
     assert "last-5@lp1" in json.loads((into / "teacher" / "seed1" / "val.json").read_text())
 
     write_seed(out / "teacher", 1, {"last-1@lp1": 39.0}, minutes=61)  # trained again
     write_seed(out / "student", 1, {"last-1@lp1": 41.0})
     with pytest.raises(SystemExit, match="nothing copied") as stopped:
-        selection.record(args)
+        selection.record.record(args)
     assert "teacher/seed1/train.json" in str(stopped.value)
     assert "teacher/seed1/val.json" in str(stopped.value)
     assert json.loads((into / "teacher" / "seed1" / "train.json").read_text()) == committed
     assert not (into / "student").exists()
 
     args.names = ["student"]
-    selection.record(args)
+    selection.record.record(args)
     assert (into / "student" / "seed1" / "val.json").exists()
     assert json.loads((into / "teacher" / "seed1" / "train.json").read_text()) == committed
 
 
-def test_the_committed_val_table_is_what_the_committed_records_give(selection: ModuleType):
+def test_the_committed_val_table_is_what_the_committed_records_give(selection: SimpleNamespace):
     """docs/benchmarks/results/selection holds the selection's records (`select_on_val.py
     record`) and the table the report links: regenerated from the records, it is the same,
     so the two cannot drift apart."""
     records = SCRIPTS.parent / "docs" / "benchmarks" / "results" / "selection"
     committed = (records / "val-table.md").read_text(encoding="utf-8").splitlines()
-    cells = selection.val_rows(records) + selection.ensemble_rows(records)
+    cells = selection.table.val_rows(records) + selection.table.ensemble_rows(records)
     rows = [load_script("bench/benchkit").markdown_row(row) for row in cells]
     assert rows and all(row in committed for row in rows)
     table_rows = [line for line in committed if line.startswith("| ") and "---" not in line]
-    assert len(table_rows) == len(rows) + 1 + bool(selection.ensemble_rows(records))
+    assert len(table_rows) == len(rows) + 1 + bool(selection.table.ensemble_rows(records))
 
 
 def test_decoder_shapes_all_decode_every_sentence_to_its_limit(tmp_path: Path):
