@@ -150,32 +150,10 @@ def export_ctranslate2(trained: Trained, out: str | Path, quantization: str = "f
 
     The files are written into a new folder beside ``out`` and moved in once all exist.
     """
-    if not isinstance(trained.model, Transformer):
-        raise Seq2SeqError(
-            f"only Transformer checkpoints export to CTranslate2 (this one is a "
-            f"{type(trained.model).__name__}; CTranslate2 has no RNN decoders)"
-        )
-    if isinstance(trained.vocab, MarianVocabulary):
-        raise Seq2SeqError(
-            "a model with a MarianMT tokenizer exports to transformers (--to huggingface); "
-            "CTranslate2 converts that folder with its ct2-transformers-converter"
-        )
-    if quantization not in get_args(Quantization):
-        raise Seq2SeqError(f"--quantization must be one of {', '.join(get_args(Quantization))}")
+    _check_ctranslate2_export(trained, quantization)
     import_ctranslate2()
+    spec = _ctranslate2_spec(trained, quantization)
     vocab = trained.vocab
-    spec = transformer_spec(trained.model)
-    spec.register_source_vocabulary(_pieces(vocab.src))
-    spec.register_target_vocabulary(_pieces(vocab.tgt))
-    config = spec.config
-    config.unk_token, config.bos_token, config.eos_token = vocab.tgt.id_to_piece(
-        [UNK_ID, BOS_ID, EOS_ID]
-    )
-    config.decoder_start_token = config.bos_token
-    config.add_source_eos = True
-    config.layer_norm_epsilon = cast(EncoderLayer, trained.model.encoder[0]).attn_block.norm.eps
-    spec.validate()
-    spec.optimize(quantization=quantization)
     models = {"source": JOINT_MODEL, "target": JOINT_MODEL}
     if not vocab.joint:
         models = {"source": SOURCE_MODEL, "target": TARGET_MODEL}
@@ -207,3 +185,39 @@ def export_ctranslate2(trained: Trained, out: str | Path, quantization: str = "f
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def _check_ctranslate2_export(trained: Trained, quantization: str) -> None:
+    """Refuse, in one line, what CTranslate2 cannot take: an RNN, a MarianMT tokenizer's
+    model (transformers' converter takes it), an unknown quantization."""
+    if not isinstance(trained.model, Transformer):
+        raise Seq2SeqError(
+            f"only Transformer checkpoints export to CTranslate2 (this one is a "
+            f"{type(trained.model).__name__}; CTranslate2 has no RNN decoders)"
+        )
+    if isinstance(trained.vocab, MarianVocabulary):
+        raise Seq2SeqError(
+            "a model with a MarianMT tokenizer exports to transformers (--to huggingface); "
+            "CTranslate2 converts that folder with its ct2-transformers-converter"
+        )
+    if quantization not in get_args(Quantization):
+        raise Seq2SeqError(f"--quantization must be one of {', '.join(get_args(Quantization))}")
+
+
+def _ctranslate2_spec(trained: Trained, quantization: str) -> TransformerSpec:
+    """CTranslate2's model specification of ``trained``'s Transformer, with its vocabularies
+    and special tokens, validated and quantized."""
+    vocab, model = trained.vocab, cast(Transformer, trained.model)  # checked: a Transformer
+    spec = transformer_spec(model)
+    spec.register_source_vocabulary(_pieces(vocab.src))
+    spec.register_target_vocabulary(_pieces(vocab.tgt))
+    config = spec.config
+    config.unk_token, config.bos_token, config.eos_token = vocab.tgt.id_to_piece(
+        [UNK_ID, BOS_ID, EOS_ID]
+    )
+    config.decoder_start_token = config.bos_token
+    config.add_source_eos = True
+    config.layer_norm_epsilon = cast(EncoderLayer, model.encoder[0]).attn_block.norm.eps
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    return spec

@@ -136,6 +136,34 @@ def _backward_links(
     return backward
 
 
+def _symmetrized(
+    kept: _Forward,
+    reverse: Trained,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    options: InspectSettings,
+    out: Path,
+) -> tuple[dict[int, set[Link]], list[Path]]:
+    """The forward links symmetrized with ``reverse``'s (a sentence the two models split
+    into different words keeps its forward links), and the files of each direction's links
+    (alignments.forward.txt, alignments.reverse.txt)."""
+    n, forward = len(sources), kept.links
+    backward = _backward_links(reverse, sources, targets, kept.shapes, options)
+    if skipped := n - len(backward):
+        log.warning(
+            "%d sentence(s) split into different words by the reverse model keep the "
+            "forward links only",
+            skipped,
+        )
+    files = [
+        _write_lines(out / "alignments.forward.txt", _pharaoh(forward, n)),
+        _write_lines(out / "alignments.reverse.txt", _pharaoh(backward, n)),
+    ]
+    how = options.symmetrization
+    both = {i: symmetrize(forward[i], links, how) for i, links in backward.items()}
+    return {**forward, **both}, files
+
+
 def _write_lines(path: Path, lines: Sequence[str]) -> Path:
     text = "".join(line + "\n" for line in lines)
     return write_atomically(path, lambda file: file.write(text.encode("utf-8")))
@@ -188,18 +216,8 @@ def inspect_attention(
         files.append(_write_lines(out / "translations.txt", targets))
     links = kept.links
     if reverse is not None:
-        backward = _backward_links(reverse, sources, targets, kept.shapes, options)
-        skipped = n - len(backward)
-        if skipped:
-            log.warning(
-                "%d sentence(s) split into different words by the reverse model keep the "
-                "forward links only",
-                skipped,
-            )
-        files.append(_write_lines(out / "alignments.forward.txt", _pharaoh(links, n)))
-        files.append(_write_lines(out / "alignments.reverse.txt", _pharaoh(backward, n)))
-        how = options.symmetrization
-        links = {**links, **{i: symmetrize(links[i], b, how) for i, b in backward.items()}}
+        links, written = _symmetrized(kept, reverse, sources, targets, options, out)
+        files += written
     pharaoh = _pharaoh(links, n)
     files.append(_write_lines(out / "alignments.txt", pharaoh))
     stats = json.dumps(kept.stats.as_json(), indent=1, ensure_ascii=False) + "\n"
