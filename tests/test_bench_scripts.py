@@ -985,3 +985,37 @@ def test_the_alignment_benchmark_reads_gold_and_turns_a_reverse_models_links_rou
             return [[(2, 1)], [(0, 0)]]
 
     assert align.model_links(Reverse(), pairs, left_to_right=False) == [{(1, 2)}, {(0, 0)}]
+
+
+def test_the_alignment_benchmark_joins_a_forward_choice_with_the_reverse_models_choice(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The symmetrized rows join each forward model's trial choice with the reverse model's
+    (its links turned round to (left, right)), by grow-diag-final and grow-diag."""
+    align = load_script("bench/bench_align")
+    pairs = [(["a", "b", "c"], ["x", "y", "z"])]
+    gold = align.GoldAlignment(sure=frozenset({(0, 0)}), possible=frozenset({(0, 0)}))
+    trial = ([(["c"], ["z"])], [gold])
+
+    class Backward:  # an RNN (no heads: the mean is its only extraction), right to left
+        heads = ()
+
+        def align(self, sources, targets, **extraction):
+            assert (sources, targets) in [(["x y z"], ["a b c"]), (["z"], ["c"])]
+            return [[(0, 0), (1, 2)] if len(sources[0]) > 1 else [(0, 0)]]  # (right, left)
+
+    monkeypatch.setattr(align, "reverse_model", lambda gold_set, args: {"checkpoint": "fr-en"})
+    monkeypatch.setattr(align.seq2seq, "load", lambda checkpoint: Backward())
+    record = {"models": {"m": {"chosen": "layer 0"}}}
+    forward = [{(0, 0), (2, 2)}]
+    systems = {"m, layer 0 (trial's choice)": forward}
+    rows = align.symmetrized_rows(
+        align.SETS[0], systems, ["m"], pairs, trial, argparse.Namespace(), record
+    )
+    backward = {(0, 0), (2, 1)}
+    assert rows["fr→en trained here, mean (trial's choice)"] == [backward]  # turned round
+    for how in ("grow-diag-final", "grow-diag"):
+        joined = rows[f"m ⇄ fr→en trained here, {how} of the trial's choices"]
+        assert joined == [align.symmetrize(forward[0], backward, how)]
+    grown = rows["m ⇄ fr→en trained here, grow-diag of the trial's choices"]
+    assert grown == [{(0, 0)}]  # both directions' link; (2, 2) and (2, 1) touch none of it

@@ -17,7 +17,12 @@ system; a model's subword links become word links as ``seq2seq attention`` makes
   forced on the De-En gold's English side, its links turned round) teacher-forced on the
   gold pairs as they are written. Its rows: the mean over layers and heads (what
   ``attention`` and ``translate --alignment`` read), and the extraction the trial set
-  chooses among every layer and head, each with and without Shift-Att.
+  chooses among every layer and head, each with and without Shift-Att. Also that model
+  trained further on the gold's sentence pairs (``--finetune-steps``); guided-alignment
+  twins (``--guided-steps``: trained further on Multi30k with and without a head that learns
+  eflomal's links), the guided one then also on the gold's pairs with eflomal's links of
+  them; and (``--reverse``) a model of the other direction trained here by the same recipe,
+  whose links are symmetrized with the forward models' (grow-diag-final, grow-diag).
 
 For each set and system: AER with a 95% sentence-level bootstrap interval, precision,
 recall, and the AER difference from eflomal with its paired interval; for each set, the
@@ -31,6 +36,7 @@ share of its words that Multi30k's training text never holds. Writes ``WORK/resu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import shutil
 import subprocess
@@ -58,7 +64,8 @@ from seq2seq.inspection.word_alignments import (
 )
 from seq2seq.text.pharaoh import read_links
 
-RECIPE = Path(__file__).resolve().parents[2] / "configs" / "finetune.yaml"
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "configs" / "finetune.yaml"
 Pair = tuple[list[str], list[str]]  # the words of the left and of the right side
 
 
@@ -76,6 +83,7 @@ class GoldSet:
     model_left_to_right: bool = True
     trial_text: str | None = None
     trial_links: str | None = None
+    reverse_recipe: tuple[str, ...] = ()  # the model's recipe, which trains the other way
 
 
 SETS = [
@@ -87,6 +95,10 @@ SETS = [
         "multi30k-en-fr",
         trial_text="en-fr.hansards-wpt03/trial/enfr.trial.src-tgt",
         trial_links="en-fr.hansards-wpt03/trial/enfr.trial.gold",
+        reverse_recipe=(
+            "configs/multi30k/base/transformer.yaml",
+            "configs/multi30k/en-fr/transformer.yaml",
+        ),
     ),
     GoldSet(
         "De-En Europarl",
@@ -331,12 +343,22 @@ def model_rows(
 
 
 def fine_tuned(
-    gold_set: GoldSet, test: Sequence[Pair], trial: Sequence[Pair], args: argparse.Namespace
+    gold_set: GoldSet,
+    test: Sequence[Pair],
+    trial: Sequence[Pair],
+    args: argparse.Namespace,
+    start: str | Path | None = None,
+    guide: Sequence[str] = (),
 ) -> Path:
-    """The released model trained further on the gold's sentence pairs (trial and test:
-    the text, never the links), ``--finetune-steps`` updates of ``configs/finetune.yaml``,
-    validated on the trial pairs (the test pairs without a trial set); its checkpoint."""
-    root = args.work / gold_set.name.replace(" ", "-") / "finetune"
+    """A model (``start``; the released one by default) trained further on the gold's
+    sentence pairs (trial and test: the text, never the links), ``--finetune-steps`` updates
+    of ``configs/finetune.yaml``, validated on the trial pairs (the test pairs without a
+    trial set); its checkpoint. With ``guide`` (eflomal's links of those pairs, one Pharaoh
+    line per pair, trial's first) the model's guided head learns them as it trains, for
+    ``--gold-guided-steps`` updates at ``--gold-guided-weight``."""
+    run = "finetune-guided" if guide else "finetune"
+    steps = args.gold_guided_steps if guide else args.finetune_steps
+    root = args.work / gold_set.name.replace(" ", "-") / run
     corpus = root / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
     langs = gold_set.langs if gold_set.model_left_to_right else gold_set.langs[::-1]
@@ -357,12 +379,27 @@ def fine_tuned(
         str(root / "run"),
         "--replace_checkpoints",
         "--trainer.max_steps",
-        str(args.finetune_steps),
+        str(steps),
         "--trainer.val_check_interval",
-        str(min(100, args.finetune_steps)),
+        str(min(100, steps)),
     ]
-    best = seq2seq.fit(RECIPE, init_from=gold_set.model, options=options)
+    if guide:
+        (corpus / "train.align").write_text("".join(f"{x}\n" for x in guide), "utf-8")
+        options += [
+            "--data.train_alignments",
+            str(corpus / "train.align"),
+            "--model.guided_alignment",
+            str(args.gold_guided_weight),
+        ]
+    best = seq2seq.fit(RECIPE, init_from=start or gold_set.model, options=options)
     return Path(best)
+
+
+def guided_head(model: Any, pairs: Sequence[Pair]) -> list[set[Link]]:
+    """The links of the head guided alignment trains (``model.guided_layer`` and
+    ``model.guided_head`` at their defaults: the decoder's layer before last, head 0), read
+    with Shift-Att, at the step it learned them; the En-Fr twins translate left to right."""
+    return model_links(model, pairs, True, layer=-2, head=0, shift=True)
 
 
 def guided_twins(
@@ -444,6 +481,114 @@ def guided_twins(
     return twins
 
 
+def guided_gold_label(gold_set: GoldSet, args: argparse.Namespace) -> str:
+    return (
+        f"{gold_set.model} + {args.guided_steps} guided updates "
+        f"+ {args.gold_guided_steps} guided updates on the gold's pairs"
+    )
+
+
+def guided_rows(
+    gold_set: GoldSet,
+    test: Sequence[Pair],
+    trial: tuple[Sequence[Pair], Sequence[GoldAlignment]],
+    args: argparse.Namespace,
+    record: dict[str, Any],
+) -> dict[str, list[set[Link]]]:
+    """The guided-alignment twins' rows (and the guided head's), and with
+    ``--gold-guided-steps`` those of the guided twin trained further on the gold's pairs with
+    eflomal's links of them (its time in ``record["guided_finetune_seconds"]``)."""
+    systems: dict[str, list[set[Link]]] = {}
+    record["twins"] = guided_twins(gold_set, test, trial[0], args)
+    for label, twin in record["twins"].items():
+        model = seq2seq.load(twin["checkpoint"])
+        systems |= model_rows(model, label, gold_set, test, trial, record)
+        if "guided" in label:
+            systems[f"{label}, the guided head + Shift-Att"] = guided_head(model, test)
+    if args.gold_guided_steps:
+        guided_twin = record["twins"][f"{gold_set.model} + {args.guided_steps} guided updates"]
+        pairs = len(trial[0]) + len(test)
+        guide = (args.work / "guided" / "corpus" / "train.align").read_text("utf-8")
+        start = time.monotonic()
+        checkpoint = fine_tuned(
+            gold_set,
+            test,
+            trial[0],
+            args,
+            start=guided_twin["checkpoint"],
+            guide=guide.splitlines()[-pairs:],
+        )
+        record["guided_finetune_seconds"] = round(time.monotonic() - start)
+        record["guided_finetune_weight"] = args.gold_guided_weight
+        model = seq2seq.load(checkpoint)
+        label = guided_gold_label(gold_set, args)
+        systems |= model_rows(model, label, gold_set, test, trial, record)
+        systems[f"{label}, the guided head + Shift-Att"] = guided_head(model, test)
+    return systems
+
+
+def reverse_model(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
+    """A model of the other direction (right to left), trained here once by the released
+    model's recipe with the languages swapped, on Multi30k alone (the gold's pairs unseen):
+    its checkpoint and fit seconds, kept in ``WORK/reverse/RIGHT-LEFT/fit.json``."""
+    left, right = gold_set.langs
+    root = args.work / "reverse" / f"{right}-{left}"
+    done = root / "fit.json"
+    if done.is_file():
+        return load_json(done)
+    start = time.monotonic()
+    best = seq2seq.fit(
+        *(REPO / config for config in gold_set.reverse_recipe),
+        options=[
+            "--data.source",
+            str(args.data),
+            "--data.src_lang",
+            right,
+            "--data.tgt_lang",
+            left,
+            "--trainer.default_root_dir",
+            str(root / "run"),
+            "--replace_checkpoints",
+        ],
+    )
+    record = {
+        "checkpoint": str(best),
+        "fit_seconds": round(time.monotonic() - start),
+        "recipe": list(gold_set.reverse_recipe),
+        "cpu": f"{cpu_model()} ({Machine.this().cpu_kind()})",
+    }
+    save_json(done, record)
+    return record
+
+
+def symmetrized_rows(
+    gold_set: GoldSet,
+    systems: dict[str, list[set[Link]]],
+    forward: Sequence[str],
+    test: Sequence[Pair],
+    trial: tuple[Sequence[Pair], Sequence[GoldAlignment]],
+    args: argparse.Namespace,
+    record: dict[str, Any],
+) -> dict[str, list[set[Link]]]:
+    """The reverse model's rows (its own trial choice), and each ``forward`` model's trial
+    choice symmetrized with the reverse model's, by grow-diag-final and grow-diag, as the
+    statistical aligners' two directions are (``record["reverse"]``: its fit)."""
+    left, right = gold_set.langs
+    record["reverse"] = reverse_model(gold_set, args)
+    label = f"{right}→{left} trained here"
+    backward_set = dataclasses.replace(gold_set, model_left_to_right=False)
+    model = seq2seq.load(record["reverse"]["checkpoint"])
+    rows = model_rows(model, label, backward_set, test, trial, record)
+    backward = rows[f"{label}, {record['models'][label]['chosen']} (trial's choice)"]
+    for name in forward:
+        links = systems[f"{name}, {record['models'][name]['chosen']} (trial's choice)"]
+        for how in ("grow-diag-final", "grow-diag"):
+            rows[f"{name} ⇄ {label}, {how} of the trial's choices"] = [
+                symmetrize(f, b, how) for f, b in zip(links, backward, strict=True)
+            ]
+    return rows
+
+
 def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
     """Every system's figures on one gold set."""
     test, gold = read_set(args.gold, gold_set.text, gold_set.links)
@@ -480,14 +625,14 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
         label = f"{gold_set.model} + {args.finetune_steps} updates on the gold's pairs"
         systems |= model_rows(tuned, label, gold_set, test, (trial, trial_gold), record)
     if args.guided_steps and trial:  # the set with a trial set: En-Fr
-        record["twins"] = guided_twins(gold_set, test, trial, args)
-        for label, twin in record["twins"].items():
-            model = seq2seq.load(twin["checkpoint"])
-            systems |= model_rows(model, label, gold_set, test, (trial, trial_gold), record)
-            if "guided" in label:
-                systems[f"{label}, the guided head + Shift-Att"] = model_links(
-                    model, test, gold_set.model_left_to_right, layer=-2, head=0, shift=True
-                )
+        systems |= guided_rows(gold_set, test, (trial, trial_gold), args, record)
+    if args.reverse and gold_set.reverse_recipe and trial:
+        forward = [gold_set.model]
+        if args.guided_steps and args.gold_guided_steps:
+            forward.append(guided_gold_label(gold_set, args))
+        systems |= symmetrized_rows(
+            gold_set, systems, forward, test, (trial, trial_gold), args, record
+        )
     eflomal = systems.get("eflomal, grow-diag-final")
     baseline = sentence_scores(gold, eflomal) if eflomal is not None else None
     record["systems"] = {
@@ -659,6 +804,24 @@ def write_doc(results: dict[str, Any], doc: Path, picture: Path, command: str) -
                 f"Its fine-tuning on the gold's pairs took {record['finetune_seconds']} s.",
                 "",
             ]
+        if "reverse" in record:
+            reverse = record["reverse"]
+            lines += [
+                "The model of the other direction was trained here, once, on Multi30k alone by "
+                f"the released model's recipe ({', '.join(f'`{c}`' for c in reverse['recipe'])}"
+                f", the languages swapped): {reverse['fit_seconds'] / 60:.0f} min on "
+                f"{reverse['cpu']}. The symmetrized rows join its trial choice with a forward "
+                "model's, as eflomal's two directions are joined.",
+                "",
+            ]
+        if "guided_finetune_seconds" in record:
+            lines += [
+                "The guided twin trained further on the gold's pairs learns, in its guided "
+                "head, eflomal's grow-diag-final links of those pairs (eflomal's output, never "
+                f"the gold's links), at a weight of {record['guided_finetune_weight']:g}; this "
+                f"took {record['guided_finetune_seconds']} s.",
+                "",
+            ]
     lines += [
         f"![One sentence aligned by each system]({picture.name})",
         "",
@@ -702,6 +865,24 @@ def main() -> None:
         default=0.5,
         help="the guided head's weight in the twin that has one",
     )
+    parser.add_argument(
+        "--gold-guided-steps",
+        type=int,
+        default=600,
+        help="updates of the guided twin on the gold's pairs, learning eflomal's links (0: none)",
+    )
+    parser.add_argument(
+        "--gold-guided-weight",
+        type=float,
+        default=2.0,
+        help="the guided head's weight on the gold's pairs (chosen on the trial set)",
+    )
+    parser.add_argument(
+        "--reverse",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="train a model of the other direction (about an hour, once) and symmetrize",
+    )
     parser.add_argument("--fast-align", help="fast_align's binary (default: on PATH or the venv)")
     args = parser.parse_args()
     if not (args.gold / SETS[0].links).is_file():
@@ -717,7 +898,9 @@ def main() -> None:
         save_json(args.work / "results.json", results)
     picture = args.doc.with_name("alignment-one-sentence.png")
     draw(results, picture)
-    write_doc(results, args.doc, picture, "python " + " ".join(sys.argv))
+    write_doc(
+        results, args.doc, picture, " ".join(["python -m scripts.bench.bench_align", *sys.argv[1:]])
+    )
     print(args.doc.read_text(encoding="utf-8"))
 
 
