@@ -419,7 +419,9 @@ def test_a_recipe_on_subword_nmt_pieces_is_scored_joined_on_val_and_on_test(
 
     monkeypatch.setattr(selection.runs, "evaluate", evaluate)
     monkeypatch.setattr(selection.runs, "fit", fit)
-    monkeypatch.setattr(selection.runs, "final_models", lambda run, folder: {"last-1": folder / "x"})
+    monkeypatch.setattr(
+        selection.runs, "final_models", lambda run, folder: {"last-1": folder / "x"}
+    )
     words = ["--name", "cut", "--config", "base.yaml", *(["--remove-bpe"] if pieces else [])]
     args = train_arguments(selection, monkeypatch, tmp_path, *words)
     args.out = tmp_path / "selection"
@@ -590,7 +592,9 @@ def test_an_ensemble_member_must_be_a_val_scored_seed(selection: SimpleNamespace
         selection.runs.member_model(tmp_path, "anchor:2")
 
 
-def test_an_ensemble_is_scored_on_the_test_set_only_once(selection: SimpleNamespace, tmp_path: Path):
+def test_an_ensemble_is_scored_on_the_test_set_only_once(
+    selection: SimpleNamespace, tmp_path: Path
+):
     write_json(tmp_path / "pair" / "ensemble.json", {"members": ["anchor:1", "anchor:2"]})
     write_json(tmp_path / "pair" / "val.json", {"ensemble@lp1": {"bleu_literature": 1.0}})
     scored = {"split": "test_2016_flickr", "scores": {"ensemble": {"bleu_literature": 1.0}}}

@@ -41,6 +41,7 @@ import gzip
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -640,6 +641,7 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
         for name, links in systems.items()
     }
     record["picture"] = picture_sentence(test)
+    record["picture_systems"] = picture_systems(gold_set, record, args)
     record["picture_links"] = {
         name: sorted(links[record["picture"]]) for name, links in systems.items()
     }
@@ -649,6 +651,32 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
     }
     record["picture_words"] = test[record["picture"]]
     return record
+
+
+def picture_systems(
+    gold_set: GoldSet, record: dict[str, Any], args: argparse.Namespace
+) -> list[str]:
+    """The systems the picture shows, one of a kind: each aligner's grow-diag-final, the
+    released model's mean and trial choice, the guided twin's trial choice, the guided head
+    trained on the gold's pairs, and the released model joined with the reverse one."""
+    models = record["models"]
+
+    def choice(label: str) -> str:
+        chosen = models.get(label, {}).get("chosen")
+        return f"{label}, {chosen} (trial's choice)" if chosen else ""
+
+    guided = f"{gold_set.model} + {args.guided_steps} guided updates"
+    left, right = gold_set.langs
+    wanted = [
+        "eflomal, grow-diag-final",
+        "fast_align, grow-diag-final",
+        f"{gold_set.model}, mean",
+        choice(gold_set.model),
+        choice(guided),
+        f"{guided_gold_label(gold_set, args)}, the guided head + Shift-Att",
+        f"{gold_set.model} ⇄ {right}→{left} trained here, grow-diag-final of the trial's choices",
+    ]
+    return [name for name in wanted if name in record["systems"]]
 
 
 def picture_sentence(pairs: Sequence[Pair]) -> int:
@@ -686,7 +714,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
     left, right = record["picture_words"]
     sure = {tuple(link) for link in record["picture_gold"]["sure"]}
     possible = {tuple(link) for link in record["picture_gold"]["possible"]} | sure
-    names = [n for n in record["picture_links"] if "only" not in n and not n.endswith("diag")]
+    names = record["picture_systems"]
     columns = min(3, len(names) + 1)
     rows = -(-(len(names) + 1) // columns)
     with figure(
@@ -716,7 +744,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
             ax.set_ylim(len(right) - 0.5, -0.5)
             ax.set_xticks(range(len(left)), left, rotation=60, ha="right", fontsize=8)
             ax.set_yticks(range(len(right)), right, fontsize=8)
-            ax.set_title(title, fontsize=9)
+            ax.set_title(textwrap.fill(title, 48), fontsize=9)
             ax.set_aspect("equal")
         for ax in list(axes.flat)[len(panels) :]:
             ax.axis("off")
@@ -883,24 +911,38 @@ def main() -> None:
         default=True,
         help="train a model of the other direction (about an hour, once) and symmetrize",
     )
+    parser.add_argument(
+        "--redraw",
+        action="store_true",
+        help="write --doc and its picture again from WORK/results.json, running nothing",
+    )
     parser.add_argument("--fast-align", help="fast_align's binary (default: on PATH or the venv)")
     args = parser.parse_args()
-    if not (args.gold / SETS[0].links).is_file():
-        sys.exit(f"no alignment gold under {args.gold} (make alignment-gold, or --gold)")
-    args.work.mkdir(parents=True, exist_ok=True)
     results = load_json(args.work / "results.json", {}) or {}
-    results.update(
-        cpu=f"{cpu_model()} ({Machine.this().cpu_kind()})", date=time.strftime("%Y-%m-%d"), sets={}
-    )
-    for gold_set in SETS:
-        print(f"{gold_set.name} ...", file=sys.stderr)
-        results["sets"][gold_set.name] = bench_set(gold_set, args)
-        save_json(args.work / "results.json", results)
+    if args.redraw:
+        if not results.get("sets"):
+            sys.exit(f"nothing to redraw: no {args.work / 'results.json'}")
+        for gold_set in SETS:  # the picture's choice, as a run makes it
+            record = results["sets"][gold_set.name]
+            record["picture_systems"] = picture_systems(gold_set, record, args)
+    else:
+        if not (args.gold / SETS[0].links).is_file():
+            sys.exit(f"no alignment gold under {args.gold} (make alignment-gold, or --gold)")
+        args.work.mkdir(parents=True, exist_ok=True)
+        command = " ".join(["python -m scripts.bench.bench_align", *sys.argv[1:]])
+        results.update(
+            cpu=f"{cpu_model()} ({Machine.this().cpu_kind()})",
+            date=time.strftime("%Y-%m-%d"),
+            command=command,
+            sets={},
+        )
+        for gold_set in SETS:
+            print(f"{gold_set.name} ...", file=sys.stderr)
+            results["sets"][gold_set.name] = bench_set(gold_set, args)
+            save_json(args.work / "results.json", results)
     picture = args.doc.with_name("alignment-one-sentence.png")
     draw(results, picture)
-    write_doc(
-        results, args.doc, picture, " ".join(["python -m scripts.bench.bench_align", *sys.argv[1:]])
-    )
+    write_doc(results, args.doc, picture, results.get("command", "make bench-align"))
     print(args.doc.read_text(encoding="utf-8"))
 
 
