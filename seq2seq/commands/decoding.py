@@ -120,8 +120,11 @@ class AlignmentSettings:
         """Whether an option chose other than the mean over layers and heads."""
         return self != MEAN_ALIGNMENT
 
-    def extraction(self) -> Extraction:
-        """The extraction the options choose; a head needs its layer."""
+    def extraction(self) -> Extraction | None:
+        """The extraction the options choose (None: they choose none, and the model's own
+        is read); a head needs its layer."""
+        if not self.chosen:
+            return None
         if self.alignment_head is not None and self.alignment_layer is None:
             raise UsageError("--alignment-head chooses a head of --alignment-layer: give the layer")
         return Extraction(self.alignment_layer, self.alignment_head, self.alignment_shift)

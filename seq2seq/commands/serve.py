@@ -107,7 +107,7 @@ def serve(  # its parameters are the command's options
         ) from None
     if decode.beam > max_beam:
         raise Seq2SeqError(f"--beam {decode.beam} is more than --max-beam {max_beam}")
-    chosen = links.extraction() if links.chosen else None
+    chosen = links.extraction()
     opened = open_model("seq2seq serve", model, decode)  # once, before the port is opened
     if chosen is not None:
         opened.check_extraction(chosen)  # the model keeps attention and has the layer

@@ -108,7 +108,7 @@ def alignment_extraction(alignment: bool, links: AlignmentSettings) -> Extractio
                 "choose how --alignment reads links: give --alignment too"
             )
         return False
-    return links.extraction() if links.chosen else True
+    return links.extraction() or True
 
 
 def _format(index: int, translation: Translation, n_best: int) -> str:
