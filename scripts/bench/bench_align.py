@@ -252,6 +252,16 @@ def extractions(heads: tuple[int, ...]) -> list[dict[str, Any]]:
     return [{**where, "shift": shift} for where in maps for shift in (False, True)]
 
 
+def choice_row(label: str, chosen: str) -> str:
+    """The row of model ``label`` read by the extraction the trial set chose (its name)."""
+    return f"{label}, {chosen} (trial's choice)"
+
+
+def twin_label(gold_set: GoldSet, args: argparse.Namespace, guided: bool) -> str:
+    """A guided-alignment twin's name in the tables: the released model and its updates."""
+    return f"{gold_set.model} + {args.guided_steps} {'guided ' if guided else ''}updates"
+
+
 def name_of(extraction: dict[str, Any]) -> str:
     where = "mean" if "layer" not in extraction else f"layer {extraction['layer']}"
     if "head" in extraction:
@@ -332,7 +342,7 @@ def model_rows(
     if trial[0]:
         chosen, candidates = choose_on_trial(model, gold_set, *trial)
         info.update(chosen=name_of(chosen), trial_candidates=candidates)
-        rows[f"{label}, {name_of(chosen)} (trial's choice)"] = model_links(
+        rows[choice_row(label, name_of(chosen))] = model_links(
             model, test, gold_set.model_left_to_right, **chosen
         )
     else:
@@ -445,8 +455,8 @@ def guided_twins(
     sources = (corpus / f"test.{src_lang}").read_text(encoding="utf-8").splitlines()
     references = (corpus / f"test.{tgt_lang}").read_text(encoding="utf-8").splitlines()
     for label, options in [
-        (f"{gold_set.model} + {args.guided_steps} updates", []),
-        (f"{gold_set.model} + {args.guided_steps} guided updates", guided),
+        (twin_label(gold_set, args, guided=False), []),
+        (twin_label(gold_set, args, guided=True), guided),
     ]:
         if label in twins:
             continue
@@ -484,7 +494,7 @@ def guided_twins(
 
 def guided_gold_label(gold_set: GoldSet, args: argparse.Namespace) -> str:
     return (
-        f"{gold_set.model} + {args.guided_steps} guided updates "
+        f"{twin_label(gold_set, args, guided=True)} "
         f"+ {args.gold_guided_steps} guided updates on the gold's pairs"
     )
 
@@ -507,7 +517,7 @@ def guided_rows(
         if "guided" in label:
             systems[f"{label}, the guided head + Shift-Att"] = guided_head(model, test)
     if args.gold_guided_steps:
-        guided_twin = record["twins"][f"{gold_set.model} + {args.guided_steps} guided updates"]
+        guided_twin = record["twins"][twin_label(gold_set, args, guided=True)]
         pairs = len(trial[0]) + len(test)
         guide = (args.work / "guided" / "corpus" / "train.align").read_text("utf-8")
         start = time.monotonic()
@@ -580,9 +590,9 @@ def symmetrized_rows(
     backward_set = dataclasses.replace(gold_set, model_left_to_right=False)
     model = seq2seq.load(record["reverse"]["checkpoint"])
     rows = model_rows(model, label, backward_set, test, trial, record)
-    backward = rows[f"{label}, {record['models'][label]['chosen']} (trial's choice)"]
+    backward = rows[choice_row(label, record["models"][label]["chosen"])]
     for name in forward:
-        links = systems[f"{name}, {record['models'][name]['chosen']} (trial's choice)"]
+        links = systems[choice_row(name, record["models"][name]["chosen"])]
         for how in ("grow-diag-final", "grow-diag"):
             rows[f"{name} ⇄ {label}, {how} of the trial's choices"] = [
                 symmetrize(f, b, how) for f, b in zip(links, backward, strict=True)
@@ -663,9 +673,9 @@ def picture_systems(
 
     def choice(label: str) -> str:
         chosen = models.get(label, {}).get("chosen")
-        return f"{label}, {chosen} (trial's choice)" if chosen else ""
+        return choice_row(label, chosen) if chosen else ""
 
-    guided = f"{gold_set.model} + {args.guided_steps} guided updates"
+    guided = twin_label(gold_set, args, guided=True)
     left, right = gold_set.langs
     wanted = [
         "eflomal, grow-diag-final",
