@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 from seq2seq.commands.decoding import (
     DecodeSettings,
@@ -18,11 +18,11 @@ from seq2seq.commands.options import check_output_folder, check_parallel, comman
 from seq2seq.common.errors import DataError, Seq2SeqError, UsageError
 from seq2seq.common.ranges import Range
 from seq2seq.inference.checkpoint import Trained, check_checkpoint_path, load_trained
+from seq2seq.inspection.word_alignments import Method, Symmetrization
 from seq2seq.text.lines import read_lines
 from seq2seq.translation_model import CheckpointModel, load
 
 GREEDY_SEARCH = DecodeSettings(beam=1)  # what attention draws unless --beam says otherwise
-Symmetrization = Literal["intersection", "union", "grow-diag", "grow-diag-final"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class LinkSettings:
     """
 
     layer: int | None = None
-    method: Literal["argmax", "threshold"] = "argmax"
+    method: Method = "argmax"
     threshold: Annotated[float, Range(0, 1, above=True)] = 0.3
     reverse_ckpt: str | None = None
     symmetrization: Symmetrization = "grow-diag"
