@@ -259,7 +259,7 @@ class TranslationModel:
         words, sorted; a pair with a blank side has none. Read from the mean attention over
         layers and heads, or ``layer``'s mean over its heads, or its ``head``; ``shift``:
         from the step that has the target piece as its input (Shift-Att); ``method``:
-        argmax, or threshold (0.3). See ``inspection.extraction``."""
+        argmax, mutual-argmax or threshold (0.3). See ``inspection.extraction``."""
         extraction = self.check_extraction(Extraction(layer, head, shift, method))
         if len(sources) != len(targets):
             raise DataError(f"{len(sources)} sources but {len(targets)} targets")
@@ -537,7 +537,12 @@ def _recorded_extraction(released: list[Released | None]) -> Extraction:
     chosen = released[0].alignment if released[0] else None
     if not chosen:
         return MEAN_ARGMAX
-    return Extraction(chosen.get("layer"), chosen.get("head"), bool(chosen.get("shift")))
+    return Extraction(
+        chosen.get("layer"),
+        chosen.get("head"),
+        bool(chosen.get("shift")),
+        chosen.get("method", "argmax"),
+    )
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from seq2seq.inspection.word_alignments import (
     drop_outside,
     extract_links,
     grow_diag,
+    mutual_argmax_links,
     parse_gold_line,
     read_gold,
     score_alignments,
@@ -45,6 +46,17 @@ def test_a_target_row_without_attention_gets_no_link():
     assert argmax_links(weights) == {(1, 1)}
     assert argmax_links(torch.zeros(2, 0)) == set()  # no source word at all
     assert argmax_links(torch.zeros(0, 3)) == set()
+
+
+def test_mutual_argmax_keeps_only_the_links_that_are_best_both_ways():
+    # target word 2 attends to source 0 most, but source 0 is attended by target 0 more
+    weights = torch.tensor([[0.9, 0.1, 0.0], [0.1, 0.2, 0.7], [0.5, 0.4, 0.1], [0.0, 0.0, 0.0]])
+    assert argmax_links(weights) == {(0, 0), (2, 1), (0, 2)}
+    assert mutual_argmax_links(weights) == {(0, 0), (2, 1)}  # the empty row: no link either
+    assert mutual_argmax_links(CROSSED) == argmax_links(CROSSED)  # every pick is mutual there
+    assert extract_links(weights, "mutual-argmax") == mutual_argmax_links(weights)
+    assert mutual_argmax_links(torch.zeros(2, 0)) == set()
+    assert mutual_argmax_links(torch.zeros(0, 3)) == set()
 
 
 def test_threshold_links_keep_every_weight_at_least_the_threshold():

@@ -4,6 +4,7 @@ links ``attention`` reads, for the RNN and the Transformer."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -80,13 +81,16 @@ def test_the_alignment_options_choose_the_map_and_step_the_links_are_read_from(
     lines = [line for line in LINES if line]
     done = run_here("translate", "--ckpt", str(trained_transformer), "--alignment",
                     "--alignment-layer", "1", "--alignment-head", "0", "--alignment-shift",
+                    "--alignment-method", "mutual-argmax",
                     stdin="\n".join(lines) + "\n")  # fmt: skip
     assert done.returncode == 0, done.stderr
     model = open_model("translate", ModelSettings(ckpt=[str(trained_transformer)]), BEAM_SEARCH)
-    chosen = Extraction(layer=1, head=0, shift=True)
+    chosen = Extraction(layer=1, head=0, shift=True, method="mutual-argmax")
     expected = model.translate(lines, alignment=chosen)
     assert done.stdout.splitlines() == [f"{a.text} ||| {a.pharaoh()}" for a in expected]
     assert expected != model.translate(lines, alignment=True)  # another map, other links
+    argmax = model.translate(lines, alignment=dataclasses.replace(chosen, method="argmax"))
+    assert expected != argmax  # another rule, other links
 
 
 def test_the_server_reads_links_from_the_extraction_its_options_choose(trained_transformer):

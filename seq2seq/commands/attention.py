@@ -83,7 +83,8 @@ class LinkSettings:
 
     Attributes:
         layer: Transformer layer to align with (default: mean of all)
-        method: one link per target word (argmax), or every weight above --threshold
+        method: one link per target word (argmax), only the pairs that are each other's best
+            match both ways (mutual-argmax), or every weight above --threshold
         threshold: link weight for --method threshold
         reverse_ckpt: a target->source model: symmetrize both directions
         symmetrization: how --reverse-ckpt's links are combined with the forward ones

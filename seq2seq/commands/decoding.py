@@ -17,6 +17,7 @@ from seq2seq.inference.ensemble import normalized_weights
 from seq2seq.inference.released import released_names, resolve
 from seq2seq.inference.search import DEFAULT_SEARCH
 from seq2seq.inspection.extraction import Extraction
+from seq2seq.inspection.word_alignments import Method
 from seq2seq.translation_model import TranslationModel, load
 
 
@@ -109,11 +110,15 @@ class AlignmentSettings:
         alignment_head: from this head of --alignment-layer alone
         alignment_shift: from the step that has each target piece as its input (Shift-Att,
             Chen et al. 2020), not the step that writes it
+        alignment_method: one link per target word (argmax), only the pairs that are each
+            other's best match both ways (mutual-argmax: fewer links, more precise), or
+            every weight above 0.3 (threshold)
     """
 
     alignment_layer: int | None = None
     alignment_head: Annotated[int, Range(0)] | None = None
     alignment_shift: bool = False
+    alignment_method: Method = "argmax"
 
     @property
     def chosen(self) -> bool:
@@ -127,7 +132,9 @@ class AlignmentSettings:
             return None
         if self.alignment_head is not None and self.alignment_layer is None:
             raise UsageError("--alignment-head chooses a head of --alignment-layer: give the layer")
-        return Extraction(self.alignment_layer, self.alignment_head, self.alignment_shift)
+        return Extraction(
+            self.alignment_layer, self.alignment_head, self.alignment_shift, self.alignment_method
+        )
 
 
 MEAN_ALIGNMENT = AlignmentSettings()  # the default: the mean over layers and heads

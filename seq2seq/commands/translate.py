@@ -104,8 +104,8 @@ def alignment_extraction(alignment: bool, links: AlignmentSettings) -> Extractio
     if not alignment:
         if links.chosen:
             raise UsageError(
-                "--alignment-layer, --alignment-head and --alignment-shift "
-                "choose how --alignment reads links: give --alignment too"
+                "--alignment-layer, --alignment-head, --alignment-shift and "
+                "--alignment-method choose how --alignment reads links: give --alignment too"
             )
         return False
     return links.extraction() or True

@@ -115,7 +115,7 @@ class Released:
     @property
     def alignment(self) -> dict[str, Any] | None:
         """How its word links are best read, as the manifest records it (``layer``,
-        ``head``, ``shift``: chosen on held-out gold alignments); None: the mean over
+        ``head``, ``shift``, ``method``: chosen on held-out gold alignments); None: the mean over
         layers and heads."""
         return self.manifest.get("alignment") or None
 

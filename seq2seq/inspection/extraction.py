@@ -7,8 +7,9 @@
 - the step: a target piece's own step, whose input is the piece before it (``shift``
   False), or the step that has the piece as its input (``shift`` True: Shift-Att, Chen et
   al. 2020, which reads the alignment of piece t after the decoder has seen t);
-- the rule: the source word each target word attends to most (``argmax``), or every pair
-  whose weight reaches ``threshold``.
+- the rule: the source word each target word attends to most (``argmax``), only those
+  pairs that are each other's best match both ways (``mutual-argmax``: fewer links, more
+  precise), or every pair whose weight reaches ``threshold``.
 
 The map and step are ``maps.step_map``'s; pieces become words as ``collect.word_attention``
 merges them. Shapes: Tw target words, Sw source words.
@@ -36,11 +37,14 @@ class Extraction:
 
     @property
     def name(self) -> str:
-        """``mean``, ``layer 2``, ``layer 2 head 1``; ``+ shift``, ``threshold 0.3`` after."""
+        """``mean``, ``layer 2``, ``layer 2 head 1``; ``+ shift``, then the rule unless it is
+        argmax: ``, mutual-argmax`` or ``, threshold 0.3``."""
         where = "mean" if self.layer is None else f"layer {self.layer}"
         if self.head is not None:
             where += f" head {self.head}"
-        rule = f", threshold {self.threshold}" if self.method == "threshold" else ""
+        rule = {"argmax": "", "mutual-argmax": ", mutual-argmax"}.get(
+            self.method, f", threshold {self.threshold}"
+        )
         return where + (" + shift" if self.shift else "") + rule
 
 

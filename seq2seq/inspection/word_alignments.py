@@ -45,13 +45,14 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import torch
 from torch import Tensor
 
 from seq2seq.common.errors import DataError
 from seq2seq.text.lines import read_lines
 from seq2seq.text.pharaoh import Link, format_pharaoh
 
-Method = Literal["argmax", "threshold"]
+Method = Literal["argmax", "mutual-argmax", "threshold"]
 Symmetrization = Literal["intersection", "union", "grow-diag", "grow-diag-final"]
 
 _GOLD_LINK = re.compile(r"(\d+)([-pP?])(\d+)(?:-?([sSpP]))?")
@@ -71,6 +72,23 @@ def argmax_links(weights: Tensor) -> set[Link]:
     return {(i, j) for j, (i, mass) in enumerate(zip(best, has_mass, strict=True)) if mass}
 
 
+def mutual_argmax_links(weights: Tensor) -> set[Link]:
+    """The links where each word is the other's argmax: the target word attends to the
+    source word most, and of all target words the source word is attended by it most
+    (SimAlign's ArgMax, Jalili Sabet et al. 2020). Fewer links than ``argmax_links``, but
+    more precise: a word that is nobody's best match stays unaligned.
+
+    weights: [Tw, Sw]. A row without attention mass gives no link.
+    """
+    if weights.size(-1) == 0 or weights.size(0) == 0:
+        return set()
+    best_source = weights.argmax(dim=1)  # [Tw]
+    best_target = weights.argmax(dim=0)  # [Sw]
+    mutual = best_target[best_source] == torch.arange(weights.size(0))  # [Tw]
+    has_mass = weights.sum(dim=1) > 0  # [Tw]
+    return {(int(best_source[j]), j) for j in (mutual & has_mass).nonzero().flatten().tolist()}
+
+
 def threshold_links(weights: Tensor, threshold: float) -> set[Link]:
     """Every (source, target) pair whose weight is at least ``threshold`` (> 0). [Tw, Sw]."""
     if not 0 < threshold <= 1:
@@ -79,12 +97,16 @@ def threshold_links(weights: Tensor, threshold: float) -> set[Link]:
 
 
 def extract_links(weights: Tensor, method: Method, threshold: float = 0.3) -> set[Link]:
-    """Links of a word-level map [Tw, Sw] by ``argmax`` or by ``threshold``."""
+    """Links of a word-level map [Tw, Sw] by ``argmax``, ``mutual-argmax`` or ``threshold``."""
     if method == "argmax":
         return argmax_links(weights)
+    if method == "mutual-argmax":
+        return mutual_argmax_links(weights)
     if method == "threshold":
         return threshold_links(weights, threshold)
-    raise ValueError(f"unknown alignment method {method!r}: choose argmax or threshold")
+    raise ValueError(
+        f"unknown alignment method {method!r}: choose argmax, mutual-argmax or threshold"
+    )
 
 
 def transpose(links: Iterable[Link]) -> set[Link]:
