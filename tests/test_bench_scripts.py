@@ -974,8 +974,13 @@ def test_segmentations_are_compared_token_by_token_without_their_markers():
 
 def test_the_alignment_benchmark_reads_gold_and_turns_a_reverse_models_links_round(tmp_path):
     align = load_script("bench/bench_align")
-    assert len(align.extractions((3, 4))) == (1 + 3 + 3 * 4) * 2  # mean, layers, heads; shifts
-    assert align.extractions(()) == [{"shift": False}, {"shift": True}]  # an RNN: the mean
+    # mean, layers, heads; with and without Shift-Att; argmax and mutual argmax
+    assert len(align.extractions((3, 4))) == (1 + 3 + 3 * 4) * 2 * 2
+    assert align.extractions(()) == [  # an RNN: the mean
+        {"shift": shift, "method": method}
+        for shift in (False, True)
+        for method in ("argmax", "mutual-argmax")
+    ]
     (tmp_path / "set.src-tgt").write_text("a b ||| x y z\nc ||| w\n", encoding="utf-8")
     (tmp_path / "set.gold").write_text("1-1 2p3\n1-1 1-2\n", encoding="utf-8")  # from 1
     pairs, gold = align.read_set(tmp_path, "set.src-tgt", "set.gold")
@@ -1023,3 +1028,58 @@ def test_the_alignment_benchmark_joins_a_forward_choice_with_the_reverse_models_
         assert joined == [align.symmetrize(forward[0], backward, how)]
     grown = rows["m ⇄ fr→en trained here, grow-diag of the trial's choices"]
     assert grown == [{(0, 0)}]  # both directions' link; (2, 2) and (2, 1) touch none of it
+
+
+def test_the_alignment_benchmark_guides_the_reverse_model_with_eflomals_links_turned_round(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    """Given the forward guided model, the reverse model learns eflomal's links of the gold's
+    pairs (trial's, then test's) turned round to (right, left), by the same updates, starting
+    from its own checkpoint in a folder of its own, and is joined with that model alone."""
+    align = load_script("bench/bench_align")
+    pairs = [(["a", "b", "c"], ["x", "y", "z"])]
+    gold = align.GoldAlignment(sure=frozenset({(0, 0)}), possible=frozenset({(0, 0)}))
+    trial = ([(["c"], ["z"])], [gold])
+    corpus = tmp_path / "guided" / "corpus"
+    corpus.mkdir(parents=True)
+    # a Multi30k pair's links, then the trial pair's and the test pair's (left, right)
+    (corpus / "train.align").write_text("0-0\n0-0\n0-1 2-2\n", encoding="utf-8")
+
+    class Backward:  # an RNN, right to left; the guided one links y to c
+        heads = ()
+
+        def __init__(self, checkpoint: str):
+            self.checkpoint = checkpoint
+
+        def align(self, sources, targets, **extraction):
+            return [[(1, 2)] if self.checkpoint == "guided.ckpt" else [(0, 0)] for _ in sources]
+
+    trained = {}
+
+    def fine_tuned(gold_set, test, trial_pairs, args, start=None, guide=(), run=None):
+        trained.update(left_to_right=gold_set.model_left_to_right, start=start, guide=guide)
+        trained.update(run=run, steps=args.gold_guided_steps)
+        return "guided.ckpt"
+
+    monkeypatch.setattr(align, "reverse_model", lambda gold_set, args: {"checkpoint": "fr-en"})
+    monkeypatch.setattr(align, "fine_tuned", fine_tuned)
+    monkeypatch.setattr(align.seq2seq, "load", Backward)
+    record = {"models": {"m": {"chosen": "layer 0"}, "g": {"chosen": "layer 1"}}}
+    systems = {"m, layer 0 (trial's choice)": [{(0, 0)}], "g, layer 1 (trial's choice)": [{(2, 2)}]}
+    args = argparse.Namespace(gold_guided_steps=5, work=tmp_path)
+    rows = align.symmetrized_rows(
+        align.SETS[0], systems, ["m", "g"], pairs, trial, args, record, guided="g"
+    )
+    assert trained == {
+        "left_to_right": False,
+        "start": "fr-en",
+        "guide": ["0-0", "1-0 2-2"],  # (right, left): trial's pair, then the test pair's
+        "run": "finetune-guided-fr-en",
+        "steps": 5,
+    }
+    guided = "fr→en trained here + 5 guided updates on the gold's pairs"
+    assert rows[f"{guided}, mean (trial's choice)"] == [{(2, 1)}]  # turned round
+    joined = rows[f"g ⇄ {guided}, grow-diag-final of the trial's choices"]
+    assert joined == [align.symmetrize({(2, 2)}, {(2, 1)}, "grow-diag-final")]
+    assert f"m ⇄ {guided}, grow-diag of the trial's choices" not in rows  # the last one only
+    assert "m ⇄ fr→en trained here, grow-diag of the trial's choices" in rows

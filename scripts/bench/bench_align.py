@@ -17,12 +17,16 @@ system; a model's subword links become word links as ``seq2seq attention`` makes
   forced on the De-En gold's English side, its links turned round) teacher-forced on the
   gold pairs as they are written. Its rows: the mean over layers and heads (what
   ``attention`` and ``translate --alignment`` read), and the extraction the trial set
-  chooses among every layer and head, each with and without Shift-Att. Also that model
+  chooses among every layer and head, each with and without Shift-Att, each read by
+  argmax (one link per target word) and by mutual argmax (only the pairs that are each
+  other's best match). Also that model
   trained further on the gold's sentence pairs (``--finetune-steps``); guided-alignment
   twins (``--guided-steps``: trained further on Multi30k with and without a head that learns
   eflomal's links), the guided one then also on the gold's pairs with eflomal's links of
   them; and (``--reverse``) a model of the other direction trained here by the same recipe,
-  whose links are symmetrized with the forward models' (grow-diag-final, grow-diag).
+  whose links are symmetrized with the forward models' (grow-diag-final, grow-diag), and
+  which is also trained on the gold's pairs with eflomal's links turned round, to be joined
+  with the forward guided model.
 
 For each set and system: AER with a 95% sentence-level bootstrap interval, precision,
 recall, and the AER difference from eflomal with its paired interval; for each set, the
@@ -63,7 +67,7 @@ from seq2seq.inspection.word_alignments import (
     symmetrize,
     transpose,
 )
-from seq2seq.text.pharaoh import read_links
+from seq2seq.text.pharaoh import format_pharaoh, parse_links, read_links
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "configs" / "finetune.yaml"
@@ -243,13 +247,18 @@ def model_links(
 def extractions(heads: tuple[int, ...]) -> list[dict[str, Any]]:
     """Every extraction the trial set chooses among: the mean, and for a Transformer
     (``heads`` = (layers, heads per layer)) each layer and each head; each with and without
-    Shift-Att."""
+    Shift-Att, each read by argmax and by mutual argmax."""
     maps: list[dict[str, Any]] = [{}]
     if len(heads) == 2:
         layers, per_layer = heads
         maps += [{"layer": layer} for layer in range(layers)]
         maps += [{"layer": la, "head": h} for la in range(layers) for h in range(per_layer)]
-    return [{**where, "shift": shift} for where in maps for shift in (False, True)]
+    return [
+        {**where, "shift": shift, "method": method}
+        for where in maps
+        for shift in (False, True)
+        for method in ("argmax", "mutual-argmax")
+    ]
 
 
 def choice_row(label: str, chosen: str) -> str:
@@ -266,7 +275,8 @@ def name_of(extraction: dict[str, Any]) -> str:
     where = "mean" if "layer" not in extraction else f"layer {extraction['layer']}"
     if "head" in extraction:
         where += f" head {extraction['head']}"
-    return where + (" + Shift-Att" if extraction.get("shift") else "")
+    where += " + Shift-Att" if extraction.get("shift") else ""
+    return where + (", mutual argmax" if extraction.get("method") == "mutual-argmax" else "")
 
 
 def statistical_rows(
@@ -360,14 +370,16 @@ def fine_tuned(
     args: argparse.Namespace,
     start: str | Path | None = None,
     guide: Sequence[str] = (),
+    run: str | None = None,
 ) -> Path:
     """A model (``start``; the released one by default) trained further on the gold's
     sentence pairs (trial and test: the text, never the links), ``--finetune-steps`` updates
     of ``configs/finetune.yaml``, validated on the trial pairs (the test pairs without a
     trial set); its checkpoint. With ``guide`` (eflomal's links of those pairs, one Pharaoh
     line per pair, trial's first) the model's guided head learns them as it trains, for
-    ``--gold-guided-steps`` updates at ``--gold-guided-weight``."""
-    run = "finetune-guided" if guide else "finetune"
+    ``--gold-guided-steps`` updates at ``--gold-guided-weight``. ``run``: the folder it
+    trains in (``finetune`` or ``finetune-guided`` by default)."""
+    run = run or ("finetune-guided" if guide else "finetune")
     steps = args.gold_guided_steps if guide else args.finetune_steps
     root = args.work / gold_set.name.replace(" ", "-") / run
     corpus = root / "corpus"
@@ -492,6 +504,19 @@ def guided_twins(
     return twins
 
 
+def gold_guide(
+    test: Sequence[Pair], trial: Sequence[Pair], args: argparse.Namespace, reverse: bool = False
+) -> list[str]:
+    """eflomal's grow-diag-final links of the gold's pairs (trial's first, then test's), as
+    the guided twins' corpus holds them (one Pharaoh line per pair, left to right); with
+    ``reverse``, turned round for a model that translates right to left."""
+    lines = (args.work / "guided" / "corpus" / "train.align").read_text("utf-8").splitlines()
+    guide = lines[-(len(trial) + len(test)) :]
+    if not reverse:
+        return guide
+    return [format_pharaoh(transpose(parse_links(line))) for line in guide]
+
+
 def guided_gold_label(gold_set: GoldSet, args: argparse.Namespace) -> str:
     return (
         f"{twin_label(gold_set, args, guided=True)} "
@@ -518,8 +543,6 @@ def guided_rows(
             systems[f"{label}, the guided head + Shift-Att"] = guided_head(model, test)
     if args.gold_guided_steps:
         guided_twin = record["twins"][twin_label(gold_set, args, guided=True)]
-        pairs = len(trial[0]) + len(test)
-        guide = (args.work / "guided" / "corpus" / "train.align").read_text("utf-8")
         start = time.monotonic()
         checkpoint = fine_tuned(
             gold_set,
@@ -527,7 +550,7 @@ def guided_rows(
             trial[0],
             args,
             start=guided_twin["checkpoint"],
-            guide=guide.splitlines()[-pairs:],
+            guide=gold_guide(test, trial[0], args),
         )
         record["guided_finetune_seconds"] = round(time.monotonic() - start)
         record["guided_finetune_weight"] = args.gold_guided_weight
@@ -580,21 +603,44 @@ def symmetrized_rows(
     trial: tuple[Sequence[Pair], Sequence[GoldAlignment]],
     args: argparse.Namespace,
     record: dict[str, Any],
+    guided: str | None = None,
 ) -> dict[str, list[set[Link]]]:
     """The reverse model's rows (its own trial choice), and each ``forward`` model's trial
     choice symmetrized with the reverse model's, by grow-diag-final and grow-diag, as the
-    statistical aligners' two directions are (``record["reverse"]``: its fit)."""
+    statistical aligners' two directions are (``record["reverse"]``: its fit). With
+    ``guided`` (the forward model trained on the gold's pairs with eflomal's links), the
+    reverse model also learns those links, turned round, by the same ``--gold-guided-steps``,
+    and is joined with it (its time in ``record["reverse_guided_seconds"]``)."""
     left, right = gold_set.langs
     record["reverse"] = reverse_model(gold_set, args)
     label = f"{right}→{left} trained here"
     backward_set = dataclasses.replace(gold_set, model_left_to_right=False)
     model = seq2seq.load(record["reverse"]["checkpoint"])
     rows = model_rows(model, label, backward_set, test, trial, record)
-    backward = rows[choice_row(label, record["models"][label]["chosen"])]
-    for name in forward:
-        links = systems[choice_row(name, record["models"][name]["chosen"])]
+    pairings = [(name, label) for name in forward]
+    if guided is not None:
+        start = time.monotonic()
+        checkpoint = fine_tuned(
+            backward_set,
+            test,
+            trial[0],
+            args,
+            start=record["reverse"]["checkpoint"],
+            guide=gold_guide(test, trial[0], args, reverse=True),
+            run=f"finetune-guided-{right}-{left}",
+        )
+        record["reverse_guided_seconds"] = round(time.monotonic() - start)
+        guided_backward = f"{label} + {args.gold_guided_steps} guided updates on the gold's pairs"
+        rows |= model_rows(
+            seq2seq.load(checkpoint), guided_backward, backward_set, test, trial, record
+        )
+        pairings.append((guided, guided_backward))
+    found = systems | rows
+    for name, backward_name in pairings:
+        links = found[choice_row(name, record["models"][name]["chosen"])]
+        backward = found[choice_row(backward_name, record["models"][backward_name]["chosen"])]
         for how in ("grow-diag-final", "grow-diag"):
-            rows[f"{name} ⇄ {label}, {how} of the trial's choices"] = [
+            rows[f"{name} ⇄ {backward_name}, {how} of the trial's choices"] = [
                 symmetrize(f, b, how) for f, b in zip(links, backward, strict=True)
             ]
     return rows
@@ -638,11 +684,12 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
     if args.guided_steps and trial:  # the set with a trial set: En-Fr
         systems |= guided_rows(gold_set, test, (trial, trial_gold), args, record)
     if args.reverse and gold_set.reverse_recipe and trial:
-        forward = [gold_set.model]
+        forward, guided = [gold_set.model], None
         if args.guided_steps and args.gold_guided_steps:
-            forward.append(guided_gold_label(gold_set, args))
+            guided = guided_gold_label(gold_set, args)
+            forward.append(guided)
         systems |= symmetrized_rows(
-            gold_set, systems, forward, test, (trial, trial_gold), args, record
+            gold_set, systems, forward, test, (trial, trial_gold), args, record, guided
         )
     eflomal = systems.get("eflomal, grow-diag-final")
     baseline = sentence_scores(gold, eflomal) if eflomal is not None else None
@@ -668,7 +715,8 @@ def picture_systems(
 ) -> list[str]:
     """The systems the picture shows, one of a kind: each aligner's grow-diag-final, the
     released model's mean and trial choice, the guided twin's trial choice, the guided head
-    trained on the gold's pairs, and the released model joined with the reverse one."""
+    trained on the gold's pairs, the released model joined with the reverse one, and the
+    two guided models joined."""
     models = record["models"]
 
     def choice(label: str) -> str:
@@ -685,6 +733,9 @@ def picture_systems(
         choice(guided),
         f"{guided_gold_label(gold_set, args)}, the guided head + Shift-Att",
         f"{gold_set.model} ⇄ {right}→{left} trained here, grow-diag-final of the trial's choices",
+        f"{guided_gold_label(gold_set, args)} ⇄ {right}→{left} trained here + "
+        f"{args.gold_guided_steps} guided updates on the gold's pairs, grow-diag-final of the "
+        "trial's choices",
     ]
     return [name for name in wanted if name in record["systems"]]
 
@@ -860,6 +911,14 @@ def write_doc(results: dict[str, Any], doc: Path, picture: Path, command: str) -
                 f"took {record['guided_finetune_seconds']} s.",
                 "",
             ]
+        if "reverse_guided_seconds" in record:
+            lines += [
+                "The model of the other direction learns the same links turned round, on the "
+                "same pairs, by the same updates and weight, starting from its Multi30k "
+                f"checkpoint: {record['reverse_guided_seconds']} s. The last symmetrized rows "
+                "join the two guided models' trial choices.",
+                "",
+            ]
     lines += [
         f"![One sentence aligned by each system]({picture.name})",
         "",
@@ -906,8 +965,9 @@ def main() -> None:
     parser.add_argument(
         "--gold-guided-steps",
         type=int,
-        default=600,
-        help="updates of the guided twin on the gold's pairs, learning eflomal's links (0: none)",
+        default=1500,
+        help="updates of the guided twin (and, with --reverse, of the reverse model) on the "
+        "gold's pairs, learning eflomal's links (0: none; chosen on the trial set)",
     )
     parser.add_argument(
         "--gold-guided-weight",
