@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import torch
 from torch import Tensor
 
 from seq2seq.common.errors import DataError
@@ -80,13 +79,10 @@ def mutual_argmax_links(weights: Tensor) -> set[Link]:
 
     weights: [Tw, Sw]. A row without attention mass gives no link.
     """
-    if weights.size(-1) == 0 or weights.size(0) == 0:
+    if weights.size(0) == 0:
         return set()
-    best_source = weights.argmax(dim=1)  # [Tw]
-    best_target = weights.argmax(dim=0)  # [Sw]
-    mutual = best_target[best_source] == torch.arange(weights.size(0))  # [Tw]
-    has_mass = weights.sum(dim=1) > 0  # [Tw]
-    return {(int(best_source[j]), j) for j in (mutual & has_mass).nonzero().flatten().tolist()}
+    best_target = weights.argmax(dim=0).tolist()  # [Sw]
+    return {(i, j) for i, j in argmax_links(weights) if best_target[i] == j}
 
 
 def threshold_links(weights: Tensor, threshold: float) -> set[Link]:
