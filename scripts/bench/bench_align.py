@@ -271,6 +271,21 @@ def twin_label(gold_set: GoldSet, args: argparse.Namespace, guided: bool) -> str
     return f"{gold_set.model} + {args.guided_steps} {'guided ' if guided else ''}updates"
 
 
+def reverse_label(gold_set: GoldSet, args: argparse.Namespace, guided: bool) -> str:
+    """The model of the other direction's name in the tables, guided on the gold's pairs or
+    not."""
+    left, right = gold_set.langs
+    label = f"{right}→{left} trained here"
+    if not guided:
+        return label
+    return f"{label} + {args.gold_guided_steps} guided updates on the gold's pairs"
+
+
+def joined_row(forward: str, backward: str, how: str) -> str:
+    """The row of two models' trial choices symmetrized by ``how``."""
+    return f"{forward} ⇄ {backward}, {how} of the trial's choices"
+
+
 def name_of(extraction: dict[str, Any]) -> str:
     where = "mean" if "layer" not in extraction else f"layer {extraction['layer']}"
     if "head" in extraction:
@@ -613,7 +628,7 @@ def symmetrized_rows(
     and is joined with it (its time in ``record["reverse_guided_seconds"]``)."""
     left, right = gold_set.langs
     record["reverse"] = reverse_model(gold_set, args)
-    label = f"{right}→{left} trained here"
+    label = reverse_label(gold_set, args, guided=False)
     backward_set = dataclasses.replace(gold_set, model_left_to_right=False)
     model = seq2seq.load(record["reverse"]["checkpoint"])
     rows = model_rows(model, label, backward_set, test, trial, record)
@@ -630,7 +645,7 @@ def symmetrized_rows(
             run=f"finetune-guided-{right}-{left}",
         )
         record["reverse_guided_seconds"] = round(time.monotonic() - start)
-        guided_backward = f"{label} + {args.gold_guided_steps} guided updates on the gold's pairs"
+        guided_backward = reverse_label(gold_set, args, guided=True)
         rows |= model_rows(
             seq2seq.load(checkpoint), guided_backward, backward_set, test, trial, record
         )
@@ -640,7 +655,7 @@ def symmetrized_rows(
         links = found[choice_row(name, record["models"][name]["chosen"])]
         backward = found[choice_row(backward_name, record["models"][backward_name]["chosen"])]
         for how in ("grow-diag-final", "grow-diag"):
-            rows[f"{name} ⇄ {backward_name}, {how} of the trial's choices"] = [
+            rows[joined_row(name, backward_name, how)] = [
                 symmetrize(f, b, how) for f, b in zip(links, backward, strict=True)
             ]
     return rows
@@ -723,19 +738,16 @@ def picture_systems(
         chosen = models.get(label, {}).get("chosen")
         return choice_row(label, chosen) if chosen else ""
 
-    guided = twin_label(gold_set, args, guided=True)
-    left, right = gold_set.langs
+    guided_gold = guided_gold_label(gold_set, args)
     wanted = [
         "eflomal, grow-diag-final",
         "fast_align, grow-diag-final",
         f"{gold_set.model}, mean",
         choice(gold_set.model),
-        choice(guided),
-        f"{guided_gold_label(gold_set, args)}, the guided head + Shift-Att",
-        f"{gold_set.model} ⇄ {right}→{left} trained here, grow-diag-final of the trial's choices",
-        f"{guided_gold_label(gold_set, args)} ⇄ {right}→{left} trained here + "
-        f"{args.gold_guided_steps} guided updates on the gold's pairs, grow-diag-final of the "
-        "trial's choices",
+        choice(twin_label(gold_set, args, guided=True)),
+        f"{guided_gold}, the guided head + Shift-Att",
+        joined_row(gold_set.model, reverse_label(gold_set, args, False), "grow-diag-final"),
+        joined_row(guided_gold, reverse_label(gold_set, args, True), "grow-diag-final"),
     ]
     return [name for name in wanted if name in record["systems"]]
 
