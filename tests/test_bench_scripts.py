@@ -1000,7 +1000,8 @@ def test_the_alignment_benchmark_joins_a_forward_choice_with_the_reverse_models_
     monkeypatch: pytest.MonkeyPatch,
 ):
     """The symmetrized rows join each forward model's trial choice with the reverse model's
-    (its links turned round to (left, right)), by grow-diag-final and grow-diag."""
+    (its links turned round to (left, right)), by grow-diag-final, grow-diag and the
+    symmetrization the two choices' trial links score best with."""
     align = load_script("bench/bench_align")
     pairs = [(["a", "b", "c"], ["x", "y", "z"])]
     gold = align.GoldAlignment(sure=frozenset({(0, 0)}), possible=frozenset({(0, 0)}))
@@ -1015,7 +1016,9 @@ def test_the_alignment_benchmark_joins_a_forward_choice_with_the_reverse_models_
 
     monkeypatch.setattr(align, "reverse_model", lambda gold_set, args: {"checkpoint": "fr-en"})
     monkeypatch.setattr(align.seq2seq, "load", lambda checkpoint: Backward())
-    record = {"models": {"m": {"chosen": "layer 0"}}}
+    # the forward choice's trial links: the gold's one link and another that the reverse
+    # model's lacks, so that only the intersection scores no error
+    record = {"models": {"m": {"chosen": "layer 0", "trial_links": ["0-0 0-1"]}}}
     forward = [{(0, 0), (2, 2)}]
     systems = {"m, layer 0 (trial's choice)": forward}
     rows = align.symmetrized_rows(
@@ -1028,6 +1031,44 @@ def test_the_alignment_benchmark_joins_a_forward_choice_with_the_reverse_models_
         assert joined == [align.symmetrize(forward[0], backward, how)]
     grown = rows["m ⇄ fr→en trained here, grow-diag of the trial's choices"]
     assert grown == [{(0, 0)}]  # both directions' link; (2, 2) and (2, 1) touch none of it
+    choice = record["joined_choice"]["m ⇄ fr→en trained here"]
+    assert choice["chosen"] == "intersection" and choice["trial_aer"]["intersection"] == 0
+    assert choice["trial_aer"]["union"] > 0
+    chosen = rows["m ⇄ fr→en trained here, intersection of the trial's choices (trial's choice)"]
+    assert chosen == [{(0, 0)}]
+
+
+def test_the_alignment_benchmark_shows_the_symmetrization_an_aligners_trial_links_choose():
+    """An aligner's rows: grow-diag-final and grow-diag always, the symmetrization with the
+    lowest trial AER beside them (marked), each of the test pairs alone (the trial's first
+    in what the aligner found); without a trial set, grow-diag-final is the choice."""
+    align = load_script("bench/bench_align")
+    gold = align.GoldAlignment(sure=frozenset({(0, 0)}), possible=frozenset({(0, 0)}))
+    forward, backward = [{(0, 0), (1, 1)}, {(0, 0), (1, 1)}], [{(0, 0)}, {(0, 0), (0, 1)}]
+    found = {
+        "gold pairs": {
+            how: [align.symmetrize(f, b, how) for f, b in zip(forward, backward, strict=True)]
+            for how in align.SYMMETRIZATIONS
+        },
+        "left to right": [forward[1]],
+        "seconds": 1.0,
+    }
+    record: dict = {}
+    rows = align.aligner_rows("eflomal", found, align.SETS[0], [gold], record)
+    choice = record["aligner_choice"]["eflomal"]
+    assert choice["chosen"] == "intersection" and choice["trial_aer"]["intersection"] == 0
+    assert choice["trial_aer"]["grow-diag-final"] > 0
+    assert rows == {
+        "eflomal, grow-diag-final": [align.symmetrize(forward[1], backward[1], "grow-diag-final")],
+        "eflomal, grow-diag": [align.symmetrize(forward[1], backward[1], "grow-diag")],
+        "eflomal, intersection (trial's choice)": [{(0, 0)}],
+        "eflomal, en→fr only": [forward[1]],
+    }
+    untried: dict = {}
+    rows = align.aligner_rows("eflomal", found, align.SETS[0], [], untried)
+    assert untried["aligner_choice"]["eflomal"]["chosen"] == "grow-diag-final"
+    assert rows["eflomal, grow-diag-final"] == found["gold pairs"]["grow-diag-final"]
+    assert len(rows) == 3
 
 
 def test_the_alignment_benchmark_guides_the_reverse_model_with_eflomals_links_turned_round(
@@ -1040,10 +1081,7 @@ def test_the_alignment_benchmark_guides_the_reverse_model_with_eflomals_links_tu
     pairs = [(["a", "b", "c"], ["x", "y", "z"])]
     gold = align.GoldAlignment(sure=frozenset({(0, 0)}), possible=frozenset({(0, 0)}))
     trial = ([(["c"], ["z"])], [gold])
-    corpus = tmp_path / "guided" / "corpus"
-    corpus.mkdir(parents=True)
-    # a Multi30k pair's links, then the trial pair's and the test pair's (left, right)
-    (corpus / "train.align").write_text("0-0\n0-0\n0-1 2-2\n", encoding="utf-8")
+    guide = [{(0, 0)}, {(0, 1), (2, 2)}]  # eflomal's: the trial pair's, the test pair's
 
     class Backward:  # an RNN, right to left; the guided one links y to c
         heads = ()
@@ -1064,11 +1102,16 @@ def test_the_alignment_benchmark_guides_the_reverse_model_with_eflomals_links_tu
     monkeypatch.setattr(align, "reverse_model", lambda gold_set, args: {"checkpoint": "fr-en"})
     monkeypatch.setattr(align, "fine_tuned", fine_tuned)
     monkeypatch.setattr(align.seq2seq, "load", Backward)
-    record = {"models": {"m": {"chosen": "layer 0"}, "g": {"chosen": "layer 1"}}}
+    record = {
+        "models": {
+            "m": {"chosen": "layer 0", "trial_links": ["0-0"]},
+            "g": {"chosen": "layer 1", "trial_links": ["0-0"]},
+        }
+    }
     systems = {"m, layer 0 (trial's choice)": [{(0, 0)}], "g, layer 1 (trial's choice)": [{(2, 2)}]}
     args = argparse.Namespace(gold_guided_steps=5, work=tmp_path)
     rows = align.symmetrized_rows(
-        align.SETS[0], systems, ["m", "g"], pairs, trial, args, record, guided="g"
+        align.SETS[0], systems, ["m", "g"], pairs, trial, args, record, guided=("g", guide)
     )
     assert trained == {
         "left_to_right": False,

@@ -9,10 +9,11 @@ system; a model's subword links become word links as ``seq2seq attention`` makes
 
 - **eflomal** and **fast_align** (``-d -o -v``) align Multi30k's training pairs of the
   language pair (lowercased, Moses-tokenized) with the gold's trial and test pairs appended,
-  lowercased, in both directions, symmetrized by grow-diag-final: the unsupervised aligners
-  see the test pairs, never their links. eflomal comes with ``pip install eflomal`` (a C
-  compiler), fast_align is built from its sources (``make aligners``); a missing one is a
-  row that says so.
+  lowercased, in both directions, symmetrized by grow-diag-final (the row the others are
+  compared with), grow-diag and the symmetrization the trial set chooses: the unsupervised
+  aligners see the test pairs, never their links. eflomal comes with ``pip install eflomal``
+  (a C compiler), fast_align is built from its sources (``make aligners``); a missing one is
+  a row that says so.
 - **seq2seq**: the released model of the pair (``multi30k-en-fr``; ``multi30k-en-de``
   forced on the De-En gold's English side, its links turned round) teacher-forced on the
   gold pairs as they are written. Its rows: the mean over layers and heads (what
@@ -23,10 +24,11 @@ system; a model's subword links become word links as ``seq2seq attention`` makes
   trained further on the gold's sentence pairs (``--finetune-steps``); guided-alignment
   twins (``--guided-steps``: trained further on Multi30k with and without a head that learns
   eflomal's links), the guided one then also on the gold's pairs with eflomal's links of
-  them; and (``--reverse``) a model of the other direction trained here by the same recipe,
-  whose links are symmetrized with the forward models' (grow-diag-final, grow-diag), and
-  which is also trained on the gold's pairs with eflomal's links turned round, to be joined
-  with the forward guided model.
+  them (symmetrized as the trial set chose); and (``--reverse``) a model of the other
+  direction trained here by the same recipe (``--reverse-minutes`` at most), whose links are
+  symmetrized with the forward models' (grow-diag-final, grow-diag, and the trial's choice),
+  and which is also trained on the gold's pairs with eflomal's links turned round, to be
+  joined with the forward guided model.
 
 For each set and system: AER with a 95% sentence-level bootstrap interval, precision,
 recall, and the AER difference from eflomal with its paired interval; for each set, the
@@ -50,7 +52,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import seq2seq
 from scripts.bench.benchkit import cpu_model, figure, load_json, markdown_table, save_json
@@ -59,6 +61,7 @@ from seq2seq.inspection.word_alignments import (
     AlignmentScore,
     GoldAlignment,
     Link,
+    Symmetrization,
     aer_interval,
     corpus_score,
     drop_outside,
@@ -72,6 +75,8 @@ from seq2seq.text.pharaoh import format_pharaoh, parse_links, read_links
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "configs" / "finetune.yaml"
 Pair = tuple[list[str], list[str]]  # the words of the left and of the right side
+SYMMETRIZATIONS: tuple[Symmetrization, ...] = get_args(Symmetrization)
+SHOWN = ("grow-diag-final", "grow-diag")  # every pair of directions' rows; grow-diag-final first
 
 
 @dataclass(frozen=True)
@@ -282,8 +287,18 @@ def reverse_label(gold_set: GoldSet, args: argparse.Namespace, guided: bool) -> 
 
 
 def joined_row(forward: str, backward: str, how: str) -> str:
-    """The row of two models' trial choices symmetrized by ``how``."""
-    return f"{forward} ⇄ {backward}, {how} of the trial's choices"
+    """The row of two models' trial choices symmetrized by ``how`` (one not ``SHOWN``: the
+    trial set's choice)."""
+    return f"{forward} ⇄ {backward}, {how} of the trial's choices" + trial_mark(how)
+
+
+def aligner_row(system: str, how: str) -> str:
+    """The row of an aligner's two directions symmetrized by ``how``."""
+    return f"{system}, {how}" + trial_mark(how)
+
+
+def trial_mark(how: str) -> str:
+    return "" if how in SHOWN else " (trial's choice)"
 
 
 def name_of(extraction: dict[str, Any]) -> str:
@@ -297,8 +312,9 @@ def name_of(extraction: dict[str, Any]) -> str:
 def statistical_rows(
     gold_set: GoldSet, test: Sequence[Pair], trial: Sequence[Pair], args: argparse.Namespace
 ) -> dict[str, Any]:
-    """eflomal's and fast_align's test links (grow-diag-final and the left-to-right
-    direction alone), or why a system did not run."""
+    """eflomal's and fast_align's links of the gold's pairs (trial's, then test's) by each
+    symmetrization, and of the test pairs in the left-to-right direction alone; or why a
+    system did not run."""
     folder = args.work / gold_set.name.replace(" ", "-")
     left_lang, right_lang = gold_set.langs
     training = (
@@ -321,33 +337,71 @@ def statistical_rows(
         if isinstance(found, str):
             rows[system] = found
             continue
-        forward, reverse = (links[-len(test) :] for links in found)
+        forward, reverse = (links[-len(appended) :] for links in found)
         rows[system] = {
-            "grow-diag": [
-                symmetrize(f, r, "grow-diag") for f, r in zip(forward, reverse, strict=True)
-            ],
-            "grow-diag-final": [
-                symmetrize(f, r, "grow-diag-final") for f, r in zip(forward, reverse, strict=True)
-            ],
-            "left to right": list(forward),
+            "gold pairs": {
+                how: [symmetrize(f, r, how) for f, r in zip(forward, reverse, strict=True)]
+                for how in SYMMETRIZATIONS
+            },
+            "left to right": list(forward[len(trial) :]),
             "seconds": round(time.monotonic() - start, 1),
         }
     return rows
 
 
+def symmetrization_on_trial(
+    links: dict[Symmetrization, list[set[Link]]], trial_gold: Sequence[GoldAlignment]
+) -> dict[str, Any]:
+    """The symmetrization whose links (``links[how]``: the trial pairs' first) have the
+    lowest trial AER, and each one's trial AER; grow-diag-final without a trial set."""
+    if not trial_gold:
+        return {"chosen": "grow-diag-final", "trial_aer": {}}
+    trial_aer = {how: aer_of(trial_gold, found[: len(trial_gold)]) for how, found in links.items()}
+    return {"chosen": min(trial_aer, key=lambda how: trial_aer[how]), "trial_aer": trial_aer}
+
+
+def aer_of(gold: Sequence[GoldAlignment], links: Sequence[set[Link]]) -> float:
+    """The corpus AER of ``links`` (1 where the gold has no links to score)."""
+    aer = corpus_score(sentence_scores(gold, links)).aer
+    return 1.0 if aer is None else aer
+
+
+def aligner_rows(
+    system: str,
+    found: dict[str, Any],
+    gold_set: GoldSet,
+    trial_gold: Sequence[GoldAlignment],
+    record: dict[str, Any],
+) -> dict[str, list[set[Link]]]:
+    """An aligner's test rows: grow-diag-final (the one the others are compared with),
+    grow-diag, the symmetrization the trial set chooses (``record["aligner_choice"]``) when
+    it is another, and the left-to-right direction alone."""
+    left_lang, right_lang = gold_set.langs
+    choice = symmetrization_on_trial(found["gold pairs"], trial_gold)
+    record.setdefault("aligner_choice", {})[system] = choice
+    rows = {
+        aligner_row(system, how): found["gold pairs"][how][len(trial_gold) :]
+        for how in dict.fromkeys([*SHOWN, choice["chosen"]])
+    }
+    rows[f"{system}, {left_lang}→{right_lang} only"] = found["left to right"]
+    record.setdefault("aligner_seconds", {})[system] = found["seconds"]
+    return rows
+
+
 def choose_on_trial(
     model: Any, gold_set: GoldSet, trial: Sequence[Pair], trial_gold: Sequence[GoldAlignment]
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The extraction with the lowest trial AER, and every candidate's trial AER."""
-    candidates = []
+) -> tuple[dict[str, Any], list[set[Link]], list[dict[str, Any]]]:
+    """The extraction with the lowest trial AER, its trial links, and every candidate's
+    trial AER."""
+    candidates: list[dict[str, Any]] = []
+    found: list[list[set[Link]]] = []
     for extraction in extractions(model.heads):
         links = model_links(model, trial, gold_set.model_left_to_right, **extraction)
-        score = corpus_score(sentence_scores(trial_gold, links))
-        candidates.append(
-            {"extraction": extraction, "name": name_of(extraction), "trial_aer": score.aer}
-        )
-    best = min(candidates, key=lambda c: c["trial_aer"])
-    return best["extraction"], candidates
+        aer = aer_of(trial_gold, links)
+        candidates.append({"extraction": extraction, "name": name_of(extraction), "trial_aer": aer})
+        found.append(links)
+    best = min(range(len(candidates)), key=lambda k: candidates[k]["trial_aer"])
+    return candidates[best]["extraction"], found[best], candidates
 
 
 def model_rows(
@@ -359,14 +413,18 @@ def model_rows(
     record: dict[str, Any],
 ) -> dict[str, list[set[Link]]]:
     """A model's rows: the mean over layers and heads, and the trial set's choice (without
-    a trial set, the mean with Shift-Att); the seconds of the first and the choice go into
-    ``record["models"][label]``."""
+    a trial set, the mean with Shift-Att); the seconds of the first, the choice and its
+    trial links (Pharaoh lines) go into ``record["models"][label]``."""
     start = time.monotonic()
     rows = {f"{label}, mean": model_links(model, test, gold_set.model_left_to_right)}
     info: dict[str, Any] = {"seconds": round(time.monotonic() - start, 2)}
     if trial[0]:
-        chosen, candidates = choose_on_trial(model, gold_set, *trial)
-        info.update(chosen=name_of(chosen), trial_candidates=candidates)
+        chosen, trial_links, candidates = choose_on_trial(model, gold_set, *trial)
+        info.update(
+            chosen=name_of(chosen),
+            trial_candidates=candidates,
+            trial_links=[format_pharaoh(links) for links in trial_links],
+        )
         rows[choice_row(label, name_of(chosen))] = model_links(
             model, test, gold_set.model_left_to_right, **chosen
         )
@@ -519,17 +577,11 @@ def guided_twins(
     return twins
 
 
-def gold_guide(
-    test: Sequence[Pair], trial: Sequence[Pair], args: argparse.Namespace, reverse: bool = False
-) -> list[str]:
-    """eflomal's grow-diag-final links of the gold's pairs (trial's first, then test's), as
-    the guided twins' corpus holds them (one Pharaoh line per pair, left to right); with
-    ``reverse``, turned round for a model that translates right to left."""
-    lines = (args.work / "guided" / "corpus" / "train.align").read_text("utf-8").splitlines()
-    guide = lines[-(len(trial) + len(test)) :]
-    if not reverse:
-        return guide
-    return [format_pharaoh(transpose(parse_links(line))) for line in guide]
+def gold_guide(links: Sequence[set[Link]], reverse: bool = False) -> list[str]:
+    """Pharaoh lines (one per pair) of eflomal's links of the gold's pairs, trial's first,
+    as (left, right); with ``reverse``, turned round for a model that translates right to
+    left."""
+    return [format_pharaoh(transpose(found) if reverse else found) for found in links]
 
 
 def guided_gold_label(gold_set: GoldSet, args: argparse.Namespace) -> str:
@@ -545,10 +597,12 @@ def guided_rows(
     trial: tuple[Sequence[Pair], Sequence[GoldAlignment]],
     args: argparse.Namespace,
     record: dict[str, Any],
+    guide: Sequence[set[Link]],
 ) -> dict[str, list[set[Link]]]:
     """The guided-alignment twins' rows (and the guided head's), and with
     ``--gold-guided-steps`` those of the guided twin trained further on the gold's pairs with
-    eflomal's links of them (its time in ``record["guided_finetune_seconds"]``)."""
+    ``guide``, eflomal's links of them, trial's first (its time in
+    ``record["guided_finetune_seconds"]``)."""
     systems: dict[str, list[set[Link]]] = {}
     record["twins"] = guided_twins(gold_set, test, trial[0], args)
     for label, twin in record["twins"].items():
@@ -565,7 +619,7 @@ def guided_rows(
             trial[0],
             args,
             start=guided_twin["checkpoint"],
-            guide=gold_guide(test, trial[0], args),
+            guide=gold_guide(guide),
         )
         record["guided_finetune_seconds"] = round(time.monotonic() - start)
         record["guided_finetune_weight"] = args.gold_guided_weight
@@ -578,13 +632,15 @@ def guided_rows(
 
 def reverse_model(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
     """A model of the other direction (right to left), trained here once by the released
-    model's recipe with the languages swapped, on Multi30k alone (the gold's pairs unseen):
-    its checkpoint and fit seconds, kept in ``WORK/reverse/RIGHT-LEFT/fit.json``."""
+    model's recipe with the languages swapped, for ``--reverse-minutes`` at most, on
+    Multi30k alone (the gold's pairs unseen): its checkpoint and fit seconds, kept in
+    ``WORK/reverse/RIGHT-LEFT/fit.json`` (trained again when the minutes change)."""
     left, right = gold_set.langs
     root = args.work / "reverse" / f"{right}-{left}"
     done = root / "fit.json"
-    if done.is_file():
+    if done.is_file() and load_json(done).get("max_minutes") == args.reverse_minutes:
         return load_json(done)
+    hours, minutes = divmod(args.reverse_minutes, 60)
     start = time.monotonic()
     best = seq2seq.fit(
         *(REPO / config for config in gold_set.reverse_recipe),
@@ -598,12 +654,15 @@ def reverse_model(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]
             "--trainer.default_root_dir",
             str(root / "run"),
             "--replace_checkpoints",
+            "--trainer.max_time",
+            f"00:{hours:02d}:{minutes:02d}:00",
         ],
     )
     record = {
         "checkpoint": str(best),
         "fit_seconds": round(time.monotonic() - start),
         "recipe": list(gold_set.reverse_recipe),
+        "max_minutes": args.reverse_minutes,
         "cpu": f"{cpu_model()} ({Machine.this().cpu_kind()})",
     }
     save_json(done, record)
@@ -618,14 +677,16 @@ def symmetrized_rows(
     trial: tuple[Sequence[Pair], Sequence[GoldAlignment]],
     args: argparse.Namespace,
     record: dict[str, Any],
-    guided: str | None = None,
+    guided: tuple[str, Sequence[set[Link]]] | None = None,
 ) -> dict[str, list[set[Link]]]:
     """The reverse model's rows (its own trial choice), and each ``forward`` model's trial
-    choice symmetrized with the reverse model's, by grow-diag-final and grow-diag, as the
-    statistical aligners' two directions are (``record["reverse"]``: its fit). With
-    ``guided`` (the forward model trained on the gold's pairs with eflomal's links), the
-    reverse model also learns those links, turned round, by the same ``--gold-guided-steps``,
-    and is joined with it (its time in ``record["reverse_guided_seconds"]``)."""
+    choice symmetrized with the reverse model's, by grow-diag-final, grow-diag and the
+    symmetrization the trial set chooses (``record["joined_choice"]``), as the statistical
+    aligners' two directions are (``record["reverse"]``: its fit). With ``guided`` (the
+    forward model trained on the gold's pairs with eflomal's links, and those links, trial's
+    first), the reverse model also learns those links, turned round, by the same
+    ``--gold-guided-steps``, and is joined with it (its time in
+    ``record["reverse_guided_seconds"]``)."""
     left, right = gold_set.langs
     record["reverse"] = reverse_model(gold_set, args)
     label = reverse_label(gold_set, args, guided=False)
@@ -634,6 +695,7 @@ def symmetrized_rows(
     rows = model_rows(model, label, backward_set, test, trial, record)
     pairings = [(name, label) for name in forward]
     if guided is not None:
+        guided_forward, guide = guided
         start = time.monotonic()
         checkpoint = fine_tuned(
             backward_set,
@@ -641,7 +703,7 @@ def symmetrized_rows(
             trial[0],
             args,
             start=record["reverse"]["checkpoint"],
-            guide=gold_guide(test, trial[0], args, reverse=True),
+            guide=gold_guide(guide, reverse=True),
             run=f"finetune-guided-{right}-{left}",
         )
         record["reverse_guided_seconds"] = round(time.monotonic() - start)
@@ -649,12 +711,24 @@ def symmetrized_rows(
         rows |= model_rows(
             seq2seq.load(checkpoint), guided_backward, backward_set, test, trial, record
         )
-        pairings.append((guided, guided_backward))
+        pairings.append((guided_forward, guided_backward))
     found = systems | rows
+    models = record["models"]
     for name, backward_name in pairings:
-        links = found[choice_row(name, record["models"][name]["chosen"])]
-        backward = found[choice_row(backward_name, record["models"][backward_name]["chosen"])]
-        for how in ("grow-diag-final", "grow-diag"):
+        links = found[choice_row(name, models[name]["chosen"])]
+        backward = found[choice_row(backward_name, models[backward_name]["chosen"])]
+        on_trial = {
+            how: [
+                symmetrize(parse_links(f), parse_links(b), how)
+                for f, b in zip(
+                    models[name]["trial_links"], models[backward_name]["trial_links"], strict=True
+                )
+            ]
+            for how in SYMMETRIZATIONS
+        }
+        choice = symmetrization_on_trial(on_trial, trial[1])
+        record.setdefault("joined_choice", {})[f"{name} ⇄ {backward_name}"] = choice
+        for how in dict.fromkeys([*SHOWN, choice["chosen"]]):
             rows[joined_row(name, backward_name, how)] = [
                 symmetrize(f, b, how) for f, b in zip(links, backward, strict=True)
             ]
@@ -667,7 +741,6 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
     trial, trial_gold = ([], [])
     if gold_set.trial_text and gold_set.trial_links:
         trial, trial_gold = read_set(args.gold, gold_set.trial_text, gold_set.trial_links)
-    left_lang, right_lang = gold_set.langs
     record: dict[str, Any] = {
         "pairs": len(test),
         "trial_pairs": len(trial),
@@ -684,10 +757,7 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
         if isinstance(found, str):
             record.setdefault("not_run", {})[system] = found
             continue
-        systems[f"{system}, grow-diag-final"] = found["grow-diag-final"]
-        systems[f"{system}, grow-diag"] = found["grow-diag"]
-        systems[f"{system}, {left_lang}→{right_lang} only"] = found["left to right"]
-        record.setdefault("aligner_seconds", {})[system] = found["seconds"]
+        systems |= aligner_rows(system, found, gold_set, trial_gold, record)
     released = seq2seq.load(gold_set.model)
     systems |= model_rows(released, gold_set.model, gold_set, test, (trial, trial_gold), record)
     if args.finetune_steps:
@@ -696,17 +766,22 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
         record["finetune_seconds"] = round(time.monotonic() - start)
         label = f"{gold_set.model} + {args.finetune_steps} updates on the gold's pairs"
         systems |= model_rows(tuned, label, gold_set, test, (trial, trial_gold), record)
+    guide: list[set[Link]] = []  # eflomal's links of the gold's pairs, trial's first
+    if isinstance(statistical.get("eflomal"), dict):
+        guide = statistical["eflomal"]["gold pairs"][record["aligner_choice"]["eflomal"]["chosen"]]
     if args.guided_steps and trial:  # the set with a trial set: En-Fr
-        systems |= guided_rows(gold_set, test, (trial, trial_gold), args, record)
+        if args.gold_guided_steps and not guide:
+            raise SystemExit("guided updates on the gold's pairs need eflomal's links of them")
+        systems |= guided_rows(gold_set, test, (trial, trial_gold), args, record, guide)
     if args.reverse and gold_set.reverse_recipe and trial:
         forward, guided = [gold_set.model], None
         if args.guided_steps and args.gold_guided_steps:
-            guided = guided_gold_label(gold_set, args)
-            forward.append(guided)
+            guided = (guided_gold_label(gold_set, args), guide)
+            forward.append(guided[0])
         systems |= symmetrized_rows(
             gold_set, systems, forward, test, (trial, trial_gold), args, record, guided
         )
-    eflomal = systems.get("eflomal, grow-diag-final")
+    eflomal = systems.get(aligner_row("eflomal", "grow-diag-final"))
     baseline = sentence_scores(gold, eflomal) if eflomal is not None else None
     record["systems"] = {
         name: scored(gold, links, None if "eflomal" in name else baseline)
@@ -738,6 +813,10 @@ def picture_systems(
         chosen = models.get(label, {}).get("chosen")
         return choice_row(label, chosen) if chosen else ""
 
+    def joined(forward: str, backward: str) -> str:
+        chosen = record.get("joined_choice", {}).get(f"{forward} ⇄ {backward}", {}).get("chosen")
+        return joined_row(forward, backward, chosen) if chosen else ""
+
     guided_gold = guided_gold_label(gold_set, args)
     wanted = [
         "eflomal, grow-diag-final",
@@ -747,7 +826,7 @@ def picture_systems(
         choice(twin_label(gold_set, args, guided=True)),
         f"{guided_gold}, the guided head + Shift-Att",
         joined_row(gold_set.model, reverse_label(gold_set, args, False), "grow-diag-final"),
-        joined_row(guided_gold, reverse_label(gold_set, args, True), "grow-diag-final"),
+        joined(guided_gold, reverse_label(gold_set, args, True)),
     ]
     return [name for name in wanted if name in record["systems"]]
 
@@ -755,6 +834,12 @@ def picture_systems(
 def picture_sentence(pairs: Sequence[Pair]) -> int:
     """The first pair of 9 to 13 words a side (a sentence that reads at a glance)."""
     return next((k for k, (a, b) in enumerate(pairs) if 9 <= len(a) <= 13 and 9 <= len(b) <= 13), 0)
+
+
+def trial_choice(choice: dict[str, Any], what: str) -> str:
+    """A sentence: how the trial set chose to join ``what``, with each way's trial AER."""
+    tried = ", ".join(f"{how} {100 * aer:.1f}" for how, aer in choice["trial_aer"].items())
+    return f"the trial set joins {what} by **{choice['chosen']}** (trial AER %: {tried})."
 
 
 def percent(value: float | None) -> str:
@@ -871,6 +956,11 @@ def write_doc(results: dict[str, Any], doc: Path, picture: Path, command: str) -
                     "extractions.",
                     "",
                 ]
+        for system, choice in record.get("aligner_choice", {}).items():
+            if choice["trial_aer"]:
+                lines += [f"{system}: {trial_choice(choice, 'its two directions')}", ""]
+        for joined, choice in record.get("joined_choice", {}).items():
+            lines += [f"{joined}: {trial_choice(choice, 'the two models')}", ""]
         for system, why in record.get("not_run", {}).items():
             lines += [f"{system}: {why}.", ""]
         first = next(iter(record["models"].values()))
@@ -907,19 +997,25 @@ def write_doc(results: dict[str, Any], doc: Path, picture: Path, command: str) -
             ]
         if "reverse" in record:
             reverse = record["reverse"]
+            limit = reverse.get("max_minutes")
             lines += [
                 "The model of the other direction was trained here, once, on Multi30k alone by "
                 f"the released model's recipe ({', '.join(f'`{c}`' for c in reverse['recipe'])}"
-                f", the languages swapped): {reverse['fit_seconds'] / 60:.0f} min on "
+                ", the languages swapped"
+                + (f", `--trainer.max_time` {limit} min" if limit else "")
+                + f"): {reverse['fit_seconds'] / 60:.0f} min on "
                 f"{reverse['cpu']}. The symmetrized rows join its trial choice with a forward "
                 "model's, as eflomal's two directions are joined.",
                 "",
             ]
         if "guided_finetune_seconds" in record:
+            guide = record.get("aligner_choice", {}).get("eflomal", {}).get("chosen")
             lines += [
                 "The guided twin trained further on the gold's pairs learns, in its guided "
-                "head, eflomal's grow-diag-final links of those pairs (eflomal's output, never "
-                f"the gold's links), at a weight of {record['guided_finetune_weight']:g}; this "
+                f"head, eflomal's {guide or 'grow-diag-final'} links of those pairs (eflomal's "
+                "output in the rows above, never the gold's links"
+                + (", symmetrized as the trial set chose" if guide else "")
+                + f"), at a weight of {record['guided_finetune_weight']:g}; this "
                 f"took {record['guided_finetune_seconds']} s.",
                 "",
             ]
@@ -991,7 +1087,14 @@ def main() -> None:
         "--reverse",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="train a model of the other direction (about an hour, once) and symmetrize",
+        help="train a model of the other direction (once) and symmetrize",
+    )
+    parser.add_argument(
+        "--reverse-minutes",
+        type=int,
+        default=30,
+        help="the most minutes the model of the other direction trains (its recipe's "
+        "max_time, shortened to keep the benchmark's training within two hours)",
     )
     parser.add_argument(
         "--redraw",
