@@ -152,6 +152,27 @@ def test_translate_and_attention_take_a_transformers_model(marian, tmp_path, run
     assert attention.src_pieces[-1] == "</s>" and attention.src_pieces[0].startswith("▁")
 
 
+def test_a_transformers_model_gives_word_alignments_as_a_checkpoint_does(marian, run_here):
+    """translate --hf --alignment (with the extraction options) writes the links the Python
+    API reads from the MarianMT model's cross-attention; align reads forced decoding's."""
+    lines = SOURCES[:2]
+    chosen = seq2seq.Extraction(layer=1, head=0, shift=True, method="mutual-argmax")
+    options = ["--alignment-layer", "1", "--alignment-head", "0", "--alignment-shift",
+               "--alignment-method", "mutual-argmax"]  # fmt: skip
+    done = run_here("translate", "--hf", str(marian), "--beam", "1", "--alignment", *options,
+                    stdin="\n".join(lines) + "\n")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    model = seq2seq.load(marian)
+    aligned = model.translate(lines, alignment=chosen, beam=1)
+    assert done.stdout.splitlines() == [f"{a.text} ||| {a.pharaoh()}" for a in aligned]
+    assert aligned != model.translate(lines, alignment=True, beam=1)  # another map read
+    texts = [a.text for a in aligned]
+    links = model.align(lines, texts)
+    for source, text, found in zip(lines, texts, links, strict=True):
+        assert found and found == model.attention(source, text).alignment
+        assert all(i < len(source.split()) and j < len(text.split()) for i, j in found)
+
+
 def test_what_is_not_a_marian_model_is_refused_in_one_line(marian, tmp_path, run_here):
     bart = tmp_path / "bart"
     transformers.BartForConditionalGeneration(transformers.BartConfig(

@@ -28,7 +28,8 @@ system; a model's subword links become word links as ``seq2seq attention`` makes
   direction trained here by the same recipe (``--reverse-minutes`` at most), whose links are
   symmetrized with the forward models' (grow-diag-final, grow-diag, and the trial's choice),
   and which is also trained on the gold's pairs with eflomal's links turned round, to be
-  joined with the forward guided model.
+  joined with the forward guided model. ``--hf`` adds a MarianMT model of transformers
+  (OPUS-MT's English-French, say) read on the En-Fr set as the released model is.
 
 For each set and system: AER with a 95% sentence-level bootstrap interval, precision,
 recall, and the AER difference from eflomal with its paired interval; for each set, the
@@ -760,6 +761,10 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
         systems |= aligner_rows(system, found, gold_set, trial_gold, record)
     released = seq2seq.load(gold_set.model)
     systems |= model_rows(released, gold_set.model, gold_set, test, (trial, trial_gold), record)
+    for marian in args.hf if trial else []:  # En-Fr, the set a trial set chooses for
+        model = seq2seq.load(marian, hf=True)
+        label = f"{marian} (MarianMT)"
+        systems |= model_rows(model, label, gold_set, test, (trial, trial_gold), record)
     if args.finetune_steps:
         start = time.monotonic()
         tuned = seq2seq.load(fine_tuned(gold_set, test, trial, args))
@@ -1100,6 +1105,14 @@ def main() -> None:
         "--redraw",
         action="store_true",
         help="write --doc and its picture again from WORK/results.json, running nothing",
+    )
+    parser.add_argument(
+        "--hf",
+        action="append",
+        default=[],
+        help="a MarianMT model of transformers that translates English into French (a "
+        "save_pretrained folder, or a Hub id where the Hub is reachable), read on the En-Fr "
+        "set as the released model is; may repeat",
     )
     parser.add_argument("--fast-align", help="fast_align's binary (default: on PATH or the venv)")
     args = parser.parse_args()
