@@ -1071,6 +1071,25 @@ def test_the_alignment_benchmark_shows_the_symmetrization_an_aligners_trial_link
     assert len(rows) == 3
 
 
+def test_the_alignment_benchmarks_training_time_counts_every_fit_and_aligner_once():
+    align = load_script("bench/bench_align")
+    results = {
+        "sets": {
+            "En-Fr": {
+                "finetune_seconds": 100,
+                "guided_finetune_seconds": 1000,
+                "reverse_guided_seconds": 900,
+                "aligner_seconds": {"eflomal": 12.5, "fast_align": 4.5},
+                "twins": {"plain": {"fit_seconds": 700}, "guided": {"fit_seconds": 800}},
+                "reverse": {"fit_seconds": 1800, "checkpoint": "x"},
+                "models": {"m": {"seconds": 2.0}},  # reading links: not training
+            },
+            "De-En": {"finetune_seconds": 70, "aligner_seconds": {"eflomal": 11.0}},
+        }
+    }
+    assert align.training_seconds(results) == 100 + 1000 + 900 + 17 + 1500 + 1800 + 70 + 11
+
+
 def test_the_alignment_benchmark_guides_the_reverse_model_with_eflomals_links_turned_round(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ):

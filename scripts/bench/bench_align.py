@@ -922,6 +922,21 @@ def _square(i: int, j: int, filled: bool) -> Any:
     )
 
 
+def training_seconds(results: dict[str, Any]) -> float:
+    """The seconds of everything the benchmark trains, over every set: the fine-tunes, the
+    guided twins, the model of the other direction, and eflomal's and fast_align's runs."""
+    total = 0.0
+    for record in results["sets"].values():
+        total += sum(
+            record.get(key, 0)
+            for key in ("finetune_seconds", "guided_finetune_seconds", "reverse_guided_seconds")
+        )
+        total += sum(record.get("aligner_seconds", {}).values())
+        total += sum(twin["fit_seconds"] for twin in record.get("twins", {}).values())
+        total += record.get("reverse", {}).get("fit_seconds", 0)
+    return total
+
+
 def write_doc(results: dict[str, Any], doc: Path, picture: Path, command: str) -> None:
     """The markdown page: one table per set, the trial's choice, the picture."""
     lines = [
@@ -1033,6 +1048,9 @@ def write_doc(results: dict[str, Any], doc: Path, picture: Path, command: str) -
                 "",
             ]
     lines += [
+        f"Everything this page trains (the fits and the aligners above) took "
+        f"{training_seconds(results) / 60:.0f} min on {results['cpu']}.",
+        "",
         f"![One sentence aligned by each system]({picture.name})",
         "",
         "## Published AERs on the En-Fr Hansards (not comparable: other training data)",
