@@ -260,15 +260,24 @@ class TranslationModel:
         layers and heads, or ``layer``'s mean over its heads, or its ``head``; ``shift``:
         from the step that has the target piece as its input (Shift-Att); ``method``:
         argmax, mutual-argmax or threshold (0.3). See ``inspection.extraction``."""
-        extraction = self.check_extraction(Extraction(layer, head, shift, method))
+        extraction = Extraction(layer, head, shift, method)
+        return self.align_each(sources, targets, [extraction])[0]
+
+    def align_each(
+        self, sources: Sequence[str], targets: Sequence[str], extractions: Sequence[Extraction]
+    ) -> list[list[list[tuple[int, int]]]]:
+        """``align``'s links of each pair read by each of ``extractions`` (one list of pairs
+        per extraction), from one forced decoding of the pairs: comparing extractions costs
+        one pass over the pairs, not one per extraction."""
+        chosen = [self.check_extraction(extraction) for extraction in extractions]
         if len(sources) != len(targets):
             raise DataError(f"{len(sources)} sources but {len(targets)} targets")
-        return self._forced_links(sources, targets, extraction)
+        return self._forced_links(sources, targets, chosen)
 
     def _forced_links(
-        self, sources: Sequence[str], targets: Sequence[str], extraction: Extraction
-    ) -> list[list[tuple[int, int]]]:
-        """``align`` once its arguments are checked (a model that keeps attention)."""
+        self, sources: Sequence[str], targets: Sequence[str], extractions: Sequence[Extraction]
+    ) -> list[list[list[tuple[int, int]]]]:
+        """``align_each`` once its arguments are checked (a model that keeps attention)."""
         raise NotImplementedError
 
     def score(
@@ -385,9 +394,9 @@ class CheckpointModel(TranslationModel):
         ]
 
     def _forced_links(
-        self, sources: Sequence[str], targets: Sequence[str], extraction: Extraction
-    ) -> list[list[tuple[int, int]]]:
-        links: list[list[tuple[int, int]]] = [[] for _ in sources]
+        self, sources: Sequence[str], targets: Sequence[str], extractions: Sequence[Extraction]
+    ) -> list[list[list[tuple[int, int]]]]:
+        links: list[list[list[tuple[int, int]]]] = [[[] for _ in sources] for _ in extractions]
         pairs = [i for i, pair in enumerate(zip(sources, targets, strict=True)) if all(
             side.strip() for side in pair)]  # fmt: skip
         stream = reference_attention(
@@ -395,7 +404,8 @@ class CheckpointModel(TranslationModel):
             self.max_tokens,
         )  # fmt: skip
         for sentence in stream:
-            links[pairs[sentence.index]] = extracted_links(sentence, extraction)
+            for found, extraction in zip(links, extractions, strict=True):
+                found[pairs[sentence.index]] = extracted_links(sentence, extraction)
         return links
 
     def attention(

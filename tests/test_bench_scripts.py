@@ -989,9 +989,9 @@ def test_the_alignment_benchmark_reads_gold_and_turns_a_reverse_models_links_rou
     assert gold[1].sure == {(0, 0)}  # 1-2 points past the one word of "w": dropped
 
     class Reverse:  # a model that translates right to left: its links are (right, left)
-        def align(self, sources, targets, **extraction):
+        def align_each(self, sources, targets, extractions):
             assert sources == ["x y z", "w"] and targets == ["a b", "c"]
-            return [[(2, 1)], [(0, 0)]]
+            return [[[(2, 1)], [(0, 0)]] for _ in extractions]
 
     assert align.model_links(Reverse(), pairs, left_to_right=False) == [{(1, 2)}, {(0, 0)}]
 
@@ -1010,9 +1010,10 @@ def test_the_alignment_benchmark_joins_a_forward_choice_with_the_reverse_models_
     class Backward:  # an RNN (no heads: the mean is its only extraction), right to left
         heads = ()
 
-        def align(self, sources, targets, **extraction):
+        def align_each(self, sources, targets, extractions):
             assert (sources, targets) in [(["x y z"], ["a b c"]), (["z"], ["c"])]
-            return [[(0, 0), (1, 2)] if len(sources[0]) > 1 else [(0, 0)]]  # (right, left)
+            links = [(0, 0), (1, 2)] if len(sources[0]) > 1 else [(0, 0)]  # (right, left)
+            return [[links] for _ in extractions]
 
     monkeypatch.setattr(align, "reverse_model", lambda gold_set, args: {"checkpoint": "fr-en"})
     monkeypatch.setattr(align.seq2seq, "load", lambda checkpoint: Backward())
@@ -1108,8 +1109,9 @@ def test_the_alignment_benchmark_guides_the_reverse_model_with_eflomals_links_tu
         def __init__(self, checkpoint: str):
             self.checkpoint = checkpoint
 
-        def align(self, sources, targets, **extraction):
-            return [[(1, 2)] if self.checkpoint == "guided.ckpt" else [(0, 0)] for _ in sources]
+        def align_each(self, sources, targets, extractions):
+            links = [(1, 2)] if self.checkpoint == "guided.ckpt" else [(0, 0)]
+            return [[links for _ in sources] for _ in extractions]
 
     trained = {}
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import seq2seq
+from seq2seq import translation_model
 from seq2seq.commands.decoding import BEAM_SEARCH, ModelSettings, open_model
 from seq2seq.commands.main import main
 from seq2seq.common.errors import Seq2SeqError
@@ -73,6 +74,38 @@ def test_align_gives_the_links_of_forced_decoding(checkpoint):
         assert within_words(links[k], sources[k], targets[k]) and links[k]
     with pytest.raises(Seq2SeqError, match="2 sources but 1 targets"):
         model.align(sources[:2], targets[:1])
+
+
+def test_align_each_reads_every_extraction_from_one_forced_decoding(
+    trained_transformer, monkeypatch: pytest.MonkeyPatch
+):
+    """align_each gives, per extraction, the links align gives with it, and decodes the
+    pairs once whatever the number of extractions."""
+    model = seq2seq.load(trained_transformer)
+    sources = ["forty-two", "", "three hundred and one"]
+    targets = ["zweiundvierzig", "drei", "dreihundert und eins"]
+    chosen = [
+        Extraction(),
+        Extraction(layer=1, head=0, shift=True, method="mutual-argmax"),
+        Extraction(layer=0, shift=True),
+    ]
+    expected = [
+        model.align(sources, targets, layer=e.layer, head=e.head, shift=e.shift, method=e.method)
+        for e in chosen
+    ]
+    assert len({str(links) for links in expected}) == len(chosen)  # each reads other links
+    decodings = []
+    forced = translation_model.reference_attention
+
+    def counted(*args, **kwargs):
+        decodings.append(args[1])
+        return forced(*args, **kwargs)
+
+    monkeypatch.setattr(translation_model, "reference_attention", counted)
+    assert model.align_each(sources, targets, chosen) == expected
+    assert len(decodings) == 1
+    with pytest.raises(Seq2SeqError, match="layer"):
+        model.align_each(sources, targets, [Extraction(layer=9)])
 
 
 def test_the_alignment_options_choose_the_map_and_step_the_links_are_read_from(

@@ -243,11 +243,19 @@ def model_links(
 ) -> list[set[Link]]:
     """The model's links of each gold pair, forced on the side it translates into, as
     (left, right)."""
+    return model_links_each(model, pairs, left_to_right, [extraction])[0]
+
+
+def model_links_each(
+    model: Any, pairs: Sequence[Pair], left_to_right: bool, extractions: Sequence[dict[str, Any]]
+) -> list[list[set[Link]]]:
+    """``model_links`` by each of ``extractions``, from one forced decoding of the pairs."""
     left = [" ".join(a) for a, _ in pairs]
     right = [" ".join(b) for _, b in pairs]
+    chosen = [seq2seq.Extraction(**extraction) for extraction in extractions]
     if left_to_right:
-        return [set(links) for links in model.align(left, right, **extraction)]
-    return [transpose(links) for links in model.align(right, left, **extraction)]
+        return [[set(x) for x in found] for found in model.align_each(left, right, chosen)]
+    return [[transpose(x) for x in found] for found in model.align_each(right, left, chosen)]
 
 
 def extractions(heads: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -394,13 +402,12 @@ def choose_on_trial(
 ) -> tuple[dict[str, Any], list[set[Link]], list[dict[str, Any]]]:
     """The extraction with the lowest trial AER, its trial links, and every candidate's
     trial AER."""
-    candidates: list[dict[str, Any]] = []
-    found: list[list[set[Link]]] = []
-    for extraction in extractions(model.heads):
-        links = model_links(model, trial, gold_set.model_left_to_right, **extraction)
-        aer = aer_of(trial_gold, links)
-        candidates.append({"extraction": extraction, "name": name_of(extraction), "trial_aer": aer})
-        found.append(links)
+    tried = extractions(model.heads)
+    found = model_links_each(model, trial, gold_set.model_left_to_right, tried)
+    candidates = [
+        {"extraction": extraction, "name": name_of(extraction), "trial_aer": aer_of(trial_gold, x)}
+        for extraction, x in zip(tried, found, strict=True)
+    ]
     best = min(range(len(candidates)), key=lambda k: candidates[k]["trial_aer"])
     return candidates[best]["extraction"], found[best], candidates
 
