@@ -295,10 +295,15 @@ def reverse_label(gold_set: GoldSet, args: argparse.Namespace, guided: bool) -> 
     return f"{label} + {args.gold_guided_steps} guided updates on the gold's pairs"
 
 
+def joined(forward: str, backward: str) -> str:
+    """Two models joined: the key of their trial choice of symmetrization."""
+    return f"{forward} ⇄ {backward}"
+
+
 def joined_row(forward: str, backward: str, how: str) -> str:
     """The row of two models' trial choices symmetrized by ``how`` (one not ``SHOWN``: the
     trial set's choice)."""
-    return f"{forward} ⇄ {backward}, {how} of the trial's choices" + trial_mark(how)
+    return f"{joined(forward, backward)}, {how} of the trial's choices" + trial_mark(how)
 
 
 def aligner_row(system: str, how: str) -> str:
@@ -307,6 +312,7 @@ def aligner_row(system: str, how: str) -> str:
 
 
 def trial_mark(how: str) -> str:
+    """What a row's name adds when its symmetrization is the trial set's choice."""
     return "" if how in SHOWN else " (trial's choice)"
 
 
@@ -537,7 +543,7 @@ def guided_twins(
         if isinstance(found, str):
             raise SystemExit(f"guided alignment needs eflomal's links: eflomal is {found}")
         links = [symmetrize(f, r, "grow-diag-final") for f, r in zip(*found, strict=True)]
-        lines = "".join(" ".join(f"{i}-{j}" for i, j in sorted(x)) + "\n" for x in links)
+        lines = "".join(format_pharaoh(x) + "\n" for x in links)
         (corpus / "train.align").write_text(lines, encoding="utf-8")
     guided = [
         "--data.train_alignments",
@@ -646,8 +652,9 @@ def reverse_model(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]
     left, right = gold_set.langs
     root = args.work / "reverse" / f"{right}-{left}"
     done = root / "fit.json"
-    if done.is_file() and load_json(done).get("max_minutes") == args.reverse_minutes:
-        return load_json(done)
+    kept = load_json(done)
+    if kept.get("max_minutes") == args.reverse_minutes:
+        return kept
     hours, minutes = divmod(args.reverse_minutes, 60)
     start = time.monotonic()
     best = seq2seq.fit(
@@ -735,7 +742,7 @@ def symmetrized_rows(
             for how in SYMMETRIZATIONS
         }
         choice = symmetrization_on_trial(on_trial, trial[1])
-        record.setdefault("joined_choice", {})[f"{name} ⇄ {backward_name}"] = choice
+        record.setdefault("joined_choice", {})[joined(name, backward_name)] = choice
         for how in dict.fromkeys([*SHOWN, choice["chosen"]]):
             rows[joined_row(name, backward_name, how)] = [
                 symmetrize(f, b, how) for f, b in zip(links, backward, strict=True)
@@ -825,8 +832,8 @@ def picture_systems(
         chosen = models.get(label, {}).get("chosen")
         return choice_row(label, chosen) if chosen else ""
 
-    def joined(forward: str, backward: str) -> str:
-        chosen = record.get("joined_choice", {}).get(f"{forward} ⇄ {backward}", {}).get("chosen")
+    def joined_choice(forward: str, backward: str) -> str:
+        chosen = record.get("joined_choice", {}).get(joined(forward, backward), {}).get("chosen")
         return joined_row(forward, backward, chosen) if chosen else ""
 
     guided_gold = guided_gold_label(gold_set, args)
@@ -838,7 +845,7 @@ def picture_systems(
         choice(twin_label(gold_set, args, guided=True)),
         f"{guided_gold}, the guided head + Shift-Att",
         joined_row(gold_set.model, reverse_label(gold_set, args, False), "grow-diag-final"),
-        joined(guided_gold, reverse_label(gold_set, args, True)),
+        joined_choice(guided_gold, reverse_label(gold_set, args, True)),
     ]
     return [name for name in wanted if name in record["systems"]]
 
