@@ -1147,3 +1147,19 @@ def test_the_alignment_benchmark_guides_the_reverse_model_with_eflomals_links_tu
     assert joined == [align.symmetrize({(2, 2)}, {(2, 1)}, "grow-diag-final")]
     assert f"m ⇄ {guided}, grow-diag of the trial's choices" not in rows  # the last one only
     assert "m ⇄ fr→en trained here, grow-diag of the trial's choices" in rows
+
+
+def test_the_guided_twin_learns_eflomals_token_links_on_the_words_as_written():
+    align = load_script("bench/bench_align")
+    written = (["A man, in bushes.", "Hello"], ["Un homme, dans l'herbe.", "Bonjour"])
+    tokenized = (["a man , in bushes .", "hullo"], ["un homme , dans l' herbe .", "bonjour"])
+    # token links: man-homme, ','-',', bushes-herbe, '.'-'.', in-dans, in-l'
+    links = [{(1, 1), (2, 2), (4, 5), (5, 6), (3, 3), (3, 4)}, {(0, 0)}]
+    gold = [{(0, 1), (2, 0)}]
+    lines, unmapped = align.twin_guide(written, tokenized, links, gold)
+    # words as written: A | man, | in | bushes.  and  Un | homme, | dans | l'herbe.
+    assert align.parse_links(lines[0]) == {(1, 1), (2, 2), (2, 3), (3, 3)}
+    assert lines[1] == "" and unmapped == 1  # "hullo" does not spell "Hello"
+    assert lines[2:] == ["0-1 2-0"]
+    assert align.token_words(["ab", "c"], ["a", "bc"]) == [0, 0]
+    assert align.token_words(["ab"], ["a"]) is None  # a character left over

@@ -23,8 +23,9 @@ system; a model's subword links become word links as ``seq2seq attention`` makes
   other's best match). Also that model
   trained further on the gold's sentence pairs (``--finetune-steps``); guided-alignment
   twins (``--guided-steps``: trained further on Multi30k with and without a head that learns
-  eflomal's links), the guided one then also on the gold's pairs with eflomal's links of
-  them (symmetrized as the trial set chose); and (``--reverse``) a model of the other
+  eflomal's links of the tokenized text above, symmetrized as the trial set chose, moved to
+  the words as written), the guided one then also on the gold's pairs with eflomal's links
+  of them; and (``--reverse``) a model of the other
   direction trained here by the same recipe (``--reverse-minutes`` at most), whose links are
   symmetrized with the forward models' (grow-diag-final, grow-diag, and the trial's choice),
   and which is also trained on the gold's pairs with eflomal's links turned round, to be
@@ -141,6 +142,12 @@ def read_set(root: Path, text: str, links: str) -> tuple[list[Pair], list[GoldAl
     for message in dropped:
         print(f"{links} {message}: dropped", file=sys.stderr)
     return pairs, gold
+
+
+def training_as_written(data: Path, lang: str) -> list[str]:
+    """Multi30k's training sentences in ``lang`` as written (stripped)."""
+    with gzip.open(data / f"train.{lang}.gz", "rt", encoding="utf-8") as file:
+        return [line.strip() for line in file]
 
 
 def tokenized_training_side(data: Path, lang: str, work: Path) -> list[str]:
@@ -359,9 +366,59 @@ def statistical_rows(
                 for how in SYMMETRIZATIONS
             },
             "left to right": list(forward[len(trial) :]),
+            "training": tuple(links[: len(training[0])] for links in found),
             "seconds": round(time.monotonic() - start, 1),
         }
     return rows
+
+
+def token_words(words: Sequence[str], tokens: Sequence[str]) -> list[int] | None:
+    """For each token of a tokenized line, the index of the word (of ``words``, the line
+    split on spaces, cased as the tokens are) that holds its first character; None when the
+    tokens do not spell the words out character for character."""
+    owner = [k for k, word in enumerate(words) for _ in word]
+    text = "".join(words)
+    position, found = 0, []
+    for token in tokens:
+        if not text.startswith(token, position):
+            return None
+        found.append(owner[position])
+        position += len(token)
+    return found if position == len(text) else None
+
+
+def word_links(
+    links: set[Link], left: Sequence[str], right: Sequence[str], tokens: tuple[str, str]
+) -> set[Link] | None:
+    """Links between tokens (of the Moses-tokenized ``tokens``, left and right) as links
+    between the words of the line as written (``left``, ``right``, lowercased); None when
+    a side's tokens do not spell its words."""
+    left_words = token_words([w.lower() for w in left], tokens[0].split())
+    right_words = token_words([w.lower() for w in right], tokens[1].split())
+    if left_words is None or right_words is None:
+        return None
+    return {(left_words[i], right_words[j]) for i, j in links}
+
+
+def twin_guide(
+    written: tuple[Sequence[str], Sequence[str]],
+    tokenized: tuple[Sequence[str], Sequence[str]],
+    links: Sequence[set[Link]],
+    gold_links: Sequence[set[Link]],
+) -> tuple[list[str], int]:
+    """The guided twin's guide: one Pharaoh line per line of its corpus (Multi30k's training
+    pairs as written, then the gold's pairs), eflomal's links of the tokenized training lines
+    (``links``, one per line of ``tokenized``) moved to the words as written, then
+    ``gold_links`` (the gold's pairs are tokenized already); and how many training lines got
+    no links because their tokens do not spell their words."""
+    lines, unmapped = [], 0
+    for left, right, left_tokens, right_tokens, found in zip(
+        *written, *tokenized, links, strict=True
+    ):
+        moved = word_links(found, left.split(), right.split(), (left_tokens, right_tokens))
+        unmapped += moved is None
+        lines.append(format_pharaoh(moved or set()))
+    return lines + [format_pharaoh(found) for found in gold_links], unmapped
 
 
 def symmetrization_on_trial(
@@ -513,38 +570,35 @@ def guided_head(model: Any, pairs: Sequence[Pair]) -> list[set[Link]]:
 
 
 def guided_twins(
-    gold_set: GoldSet, test: Sequence[Pair], trial: Sequence[Pair], args: argparse.Namespace
+    gold_set: GoldSet,
+    test: Sequence[Pair],
+    trial: Sequence[Pair],
+    args: argparse.Namespace,
+    guide: tuple[Sequence[str], str],
 ) -> dict[str, dict[str, Any]]:
     """The released model trained further, twice alike but for guided alignment, on Multi30k's
     training pairs with the gold's sentence pairs appended (their text, never their links):
     ``--guided-steps`` updates of ``configs/finetune.yaml``, checkpoints chosen on Multi30k's
-    val. The guided twin's head (the decoder's layer before last, head 0) learns eflomal's
-    grow-diag-final links of every training pair, over the words of the text as written.
-    Each twin's checkpoint, fit seconds and test_2016 scores (beam 5, its own search)."""
+    val. The guided twin's head (the decoder's layer before last, head 0) learns ``guide``
+    (one Pharaoh line per pair of that corpus, over the words of the text as written, and its
+    name: the guided twin is trained again when the name changes). Each twin's checkpoint,
+    fit seconds and test_2016 scores (beam 5, its own search)."""
     root = args.work / "guided"
     record_file = root / "twins.json"
     twins: dict[str, dict[str, Any]] = load_json(record_file, {}) or {}
     src_lang, tgt_lang = gold_set.langs
     corpus = root / "corpus"
-    if not (corpus / "train.align").is_file():
+    if not (corpus / f"train.{tgt_lang}").is_file():  # written once: the cache reads its time
         corpus.mkdir(parents=True, exist_ok=True)
-        sides = []
         for side, lang in enumerate(gold_set.langs):
-            with gzip.open(args.data / f"train.{lang}.gz", "rt", encoding="utf-8") as file:
-                lines = [line.strip() for line in file]
+            lines = training_as_written(args.data, lang)
             lines += [" ".join(pair[side]) for pair in [*trial, *test]]
             (corpus / f"train.{lang}").write_text("".join(f"{x}\n" for x in lines), "utf-8")
-            sides.append([line.lower() for line in lines])
             for split, name in [("val", "val"), ("test_2016_flickr", "test")]:
                 with gzip.open(args.data / f"{split}.{lang}.gz", "rt", encoding="utf-8") as file:
                     (corpus / f"{name}.{lang}").write_text(file.read(), "utf-8")
-        write_corpus(sides[0], sides[1], root / "eflomal")
-        found = run_eflomal(root / "eflomal")
-        if isinstance(found, str):
-            raise SystemExit(f"guided alignment needs eflomal's links: eflomal is {found}")
-        links = [symmetrize(f, r, "grow-diag-final") for f, r in zip(*found, strict=True)]
-        lines = "".join(format_pharaoh(x) + "\n" for x in links)
-        (corpus / "train.align").write_text(lines, encoding="utf-8")
+    guide_lines, guide_name = guide
+    (corpus / "train.align").write_text("".join(f"{x}\n" for x in guide_lines), "utf-8")
     guided = [
         "--data.train_alignments",
         str(corpus / "train.align"),
@@ -553,11 +607,11 @@ def guided_twins(
     ]
     sources = (corpus / f"test.{src_lang}").read_text(encoding="utf-8").splitlines()
     references = (corpus / f"test.{tgt_lang}").read_text(encoding="utf-8").splitlines()
-    for label, options in [
-        (twin_label(gold_set, args, guided=False), []),
-        (twin_label(gold_set, args, guided=True), guided),
+    for label, options, learned in [
+        (twin_label(gold_set, args, guided=False), [], None),
+        (twin_label(gold_set, args, guided=True), guided, guide_name),
     ]:
-        if label in twins:
+        if label in twins and twins[label].get("guide") == learned:
             continue
         folder = root / ("guided" if options else "unguided")
         start = time.monotonic()
@@ -582,6 +636,7 @@ def guided_twins(
         twins[label] = {
             "checkpoint": str(best),
             "fit_seconds": seconds,
+            **({"guide": learned} if learned else {}),
             "test_2016": {
                 name: round(scores[name]["score"], 2)
                 for name in ("bleu_literature", "bleu", "chrf")
@@ -611,14 +666,26 @@ def guided_rows(
     trial: tuple[Sequence[Pair], Sequence[GoldAlignment]],
     args: argparse.Namespace,
     record: dict[str, Any],
-    guide: Sequence[set[Link]],
+    eflomal: tuple[Sequence[set[Link]], Sequence[set[Link]]],
 ) -> dict[str, list[set[Link]]]:
     """The guided-alignment twins' rows (and the guided head's), and with
-    ``--gold-guided-steps`` those of the guided twin trained further on the gold's pairs with
-    ``guide``, eflomal's links of them, trial's first (its time in
-    ``record["guided_finetune_seconds"]``)."""
+    ``--gold-guided-steps`` those of the guided twin trained further on the gold's pairs.
+    ``eflomal``: eflomal's links, symmetrized as the trial set chose, of Multi30k's
+    tokenized training pairs (the guided twin learns them, moved to the words as written:
+    ``record["twin_guide"]``) and of the gold's pairs, trial's first (learned on the gold's
+    pairs, in ``record["guided_finetune_seconds"]``)."""
     systems: dict[str, list[set[Link]]] = {}
-    record["twins"] = guided_twins(gold_set, test, trial[0], args)
+    training, guide = eflomal
+    how = record["aligner_choice"]["eflomal"]["chosen"]
+    lines, unmapped = twin_guide(
+        tuple(training_as_written(args.data, lang) for lang in gold_set.langs),
+        tuple(tokenized_training_side(args.data, lang, args.work) for lang in gold_set.langs),
+        training,
+        guide,
+    )
+    record["twin_guide"] = {"eflomal": how, "unmapped_lines": unmapped}
+    name = f"eflomal {how} of the tokenized text"
+    record["twins"] = guided_twins(gold_set, test, trial[0], args, (lines, name))
     for label, twin in record["twins"].items():
         model = seq2seq.load(twin["checkpoint"])
         systems |= model_rows(model, label, gold_set, test, trial, record)
@@ -786,12 +853,15 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
         label = f"{gold_set.model} + {args.finetune_steps} updates on the gold's pairs"
         systems |= model_rows(tuned, label, gold_set, test, (trial, trial_gold), record)
     guide: list[set[Link]] = []  # eflomal's links of the gold's pairs, trial's first
-    if isinstance(statistical.get("eflomal"), dict):
-        guide = statistical["eflomal"]["gold pairs"][record["aligner_choice"]["eflomal"]["chosen"]]
+    eflomal = statistical.get("eflomal")
+    if isinstance(eflomal, dict):
+        guide = eflomal["gold pairs"][record["aligner_choice"]["eflomal"]["chosen"]]
     if args.guided_steps and trial:  # the set with a trial set: En-Fr
-        if args.gold_guided_steps and not guide:
-            raise SystemExit("guided updates on the gold's pairs need eflomal's links of them")
-        systems |= guided_rows(gold_set, test, (trial, trial_gold), args, record, guide)
+        if not isinstance(eflomal, dict):
+            raise SystemExit(f"guided alignment needs eflomal's links: eflomal is {eflomal}")
+        how = record["aligner_choice"]["eflomal"]["chosen"]
+        training = [symmetrize(f, r, how) for f, r in zip(*eflomal["training"], strict=True)]
+        systems |= guided_rows(gold_set, test, (trial, trial_gold), args, record, (training, guide))
     if args.reverse and gold_set.reverse_recipe and trial:
         forward, guided = [gold_set.model], None
         if args.guided_steps and args.gold_guided_steps:
@@ -1004,9 +1074,20 @@ def write_doc(results: dict[str, Any], doc: Path, picture: Path, command: str) -
             "",
         ]
         if "twins" in record:
+            guide = record.get("twin_guide", {})
             lines += [
                 "The guided-alignment twins (trained alike but for the guided head; each "
-                "chosen on Multi30k's val), on Multi30k's test_2016:",
+                "chosen on Multi30k's val), on Multi30k's test_2016. The guided head learns "
+                f"eflomal's {guide.get('eflomal', 'grow-diag-final')} links of the text "
+                "eflomal aligned above (the trial set's choice), moved from its tokens to the "
+                "words of Multi30k as written"
+                + (
+                    f" ({guide['unmapped_lines']} training pairs left without links: their "
+                    "tokens do not spell their words)"
+                    if guide.get("unmapped_lines")
+                    else ""
+                )
+                + ":",
                 "",
             ]
             lines += markdown_table(
