@@ -16,6 +16,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 import torch
 
+from seq2seq.text.pharaoh import parse_links
 from seq2seq.text.tokenizer import Tokenizer, VocabSettings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -973,17 +974,17 @@ def test_segmentations_are_compared_token_by_token_without_their_markers():
 
 
 def test_the_alignment_benchmark_reads_gold_and_turns_a_reverse_models_links_round(tmp_path):
-    align = load_script("bench/bench_align")
+    models = load_script("bench/alignment/models")
     # mean, layers, heads; with and without Shift-Att; argmax and mutual argmax
-    assert len(align.extractions((3, 4))) == (1 + 3 + 3 * 4) * 2 * 2
-    assert align.extractions(()) == [  # an RNN: the mean
+    assert len(models.extractions((3, 4))) == (1 + 3 + 3 * 4) * 2 * 2
+    assert models.extractions(()) == [  # an RNN: the mean
         {"shift": shift, "method": method}
         for shift in (False, True)
         for method in ("argmax", "mutual-argmax")
     ]
     (tmp_path / "set.src-tgt").write_text("a b ||| x y z\nc ||| w\n", encoding="utf-8")
     (tmp_path / "set.gold").write_text("1-1 2p3\n1-1 1-2\n", encoding="utf-8")  # from 1
-    pairs, gold = align.read_set(tmp_path, "set.src-tgt", "set.gold")
+    pairs, gold = load_script("bench/alignment/gold").read_set(tmp_path, "set.src-tgt", "set.gold")
     assert pairs == [(["a", "b"], ["x", "y", "z"]), (["c"], ["w"])]
     assert gold[0].sure == {(0, 0)} and gold[0].possible == {(0, 0), (1, 2)}
     assert gold[1].sure == {(0, 0)}  # 1-2 points past the one word of "w": dropped
@@ -993,7 +994,7 @@ def test_the_alignment_benchmark_reads_gold_and_turns_a_reverse_models_links_rou
             assert sources == ["x y z", "w"] and targets == ["a b", "c"]
             return [[[(2, 1)], [(0, 0)]] for _ in extractions]
 
-    assert align.model_links(Reverse(), pairs, left_to_right=False) == [{(1, 2)}, {(0, 0)}]
+    assert models.model_links(Reverse(), pairs, left_to_right=False) == [{(1, 2)}, {(0, 0)}]
 
 
 def test_the_alignment_benchmark_joins_a_forward_choice_with_the_reverse_models_choice(
@@ -1073,7 +1074,7 @@ def test_the_alignment_benchmark_shows_the_symmetrization_an_aligners_trial_link
 
 
 def test_the_alignment_benchmarks_training_time_counts_every_fit_and_aligner_once():
-    align = load_script("bench/bench_align")
+    report = load_script("bench/alignment/report")
     results = {
         "sets": {
             "En-Fr": {
@@ -1088,7 +1089,7 @@ def test_the_alignment_benchmarks_training_time_counts_every_fit_and_aligner_onc
             "De-En": {"finetune_seconds": 70, "aligner_seconds": {"eflomal": 11.0}},
         }
     }
-    assert align.training_seconds(results) == 100 + 1000 + 900 + 17 + 1500 + 1800 + 70 + 11
+    assert report.training_seconds(results) == 100 + 1000 + 900 + 17 + 1500 + 1800 + 70 + 11
 
 
 def test_the_alignment_benchmark_guides_the_reverse_model_with_eflomals_links_turned_round(
@@ -1150,16 +1151,16 @@ def test_the_alignment_benchmark_guides_the_reverse_model_with_eflomals_links_tu
 
 
 def test_the_guided_twin_learns_eflomals_token_links_on_the_words_as_written():
-    align = load_script("bench/bench_align")
+    aligners = load_script("bench/alignment/aligners")
     written = (["A man, in bushes.", "Hello"], ["Un homme, dans l'herbe.", "Bonjour"])
     tokenized = (["a man , in bushes .", "hullo"], ["un homme , dans l' herbe .", "bonjour"])
     # token links: man-homme, ','-',', bushes-herbe, '.'-'.', in-dans, in-l'
     links = [{(1, 1), (2, 2), (4, 5), (5, 6), (3, 3), (3, 4)}, {(0, 0)}]
     gold = [{(0, 1), (2, 0)}]
-    lines, unmapped = align.twin_guide(written, tokenized, links, gold)
+    lines, unmapped = aligners.twin_guide(written, tokenized, links, gold)
     # words as written: A | man, | in | bushes.  and  Un | homme, | dans | l'herbe.
-    assert align.parse_links(lines[0]) == {(1, 1), (2, 2), (2, 3), (3, 3)}
+    assert parse_links(lines[0]) == {(1, 1), (2, 2), (2, 3), (3, 3)}
     assert lines[1] == "" and unmapped == 1  # "hullo" does not spell "Hello"
     assert lines[2:] == ["0-1 2-0"]
-    assert align.token_words(["ab", "c"], ["a", "bc"]) == [0, 0]
-    assert align.token_words(["ab"], ["a"]) is None  # a character left over
+    assert aligners.token_words(["ab", "c"], ["a", "bc"]) == [0, 0]
+    assert aligners.token_words(["ab"], ["a"]) is None  # a character left over
