@@ -42,11 +42,10 @@ def tokenized_training_side(data: Path, lang: str, work: Path) -> list[str]:
         from sacremoses import MosesTokenizer
 
         tokenizer = MosesTokenizer(lang=lang)
-        with gzip.open(data / f"train.{lang}.gz", "rt", encoding="utf-8") as file:
-            lines = [
-                tokenizer.tokenize(line.strip().lower(), escape=False, return_str=True)
-                for line in file
-            ]
+        lines = [
+            tokenizer.tokenize(line.lower(), escape=False, return_str=True)
+            for line in training_as_written(data, lang)
+        ]
         cached.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return cached.read_text(encoding="utf-8").splitlines()
 
