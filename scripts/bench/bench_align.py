@@ -63,7 +63,7 @@ from scripts.bench.alignment.aligners import (
     unseen_share,
 )
 from scripts.bench.alignment.gold import SETS, GoldSet, Pair, read_set
-from scripts.bench.alignment.models import guided_head, model_rows
+from scripts.bench.alignment.models import guided_head, guided_head_row, model_rows
 from scripts.bench.alignment.names import (
     SHOWN,
     aligner_row,
@@ -142,8 +142,8 @@ def guided_rows(
     for label, twin in record["twins"].items():
         model = seq2seq.load(twin["checkpoint"])
         systems |= model_rows(model, label, gold_set, test, trial, record)
-        if "guided" in label:
-            systems[f"{label}, the guided head + Shift-Att"] = guided_head(model, test)
+        if label == twin_label(gold_set, args, guided=True):
+            systems[guided_head_row(label)] = guided_head(model, test)
     if args.gold_guided_steps:
         guided_twin = record["twins"][twin_label(gold_set, args, guided=True)]
         start = time.monotonic()
@@ -160,7 +160,7 @@ def guided_rows(
         model = seq2seq.load(checkpoint)
         label = guided_gold_label(gold_set, args)
         systems |= model_rows(model, label, gold_set, test, trial, record)
-        systems[f"{label}, the guided head + Shift-Att"] = guided_head(model, test)
+        systems[guided_head_row(label)] = guided_head(model, test)
     return systems
 
 
@@ -327,7 +327,7 @@ def picture_systems(
         f"{gold_set.model}, mean",
         choice(gold_set.model),
         choice(twin_label(gold_set, args, guided=True)),
-        f"{guided_gold}, the guided head + Shift-Att",
+        guided_head_row(guided_gold),
         joined_row(gold_set.model, reverse_label(gold_set, args, False), "grow-diag-final"),
         joined_choice(guided_gold, reverse_label(gold_set, args, True)),
     ]

@@ -10,9 +10,16 @@ from typing import Any
 import seq2seq
 from scripts.bench.alignment.aligners import aer_of
 from scripts.bench.alignment.gold import GoldSet, Pair
-from scripts.bench.alignment.names import choice_row, name_of
+from scripts.bench.alignment.names import choice_row
 from seq2seq.inspection.word_alignments import GoldAlignment, Link, transpose
 from seq2seq.text.pharaoh import format_pharaoh
+
+GUIDED_HEAD: dict[str, Any] = {"layer": -2, "head": 0, "shift": True}  # model.guided_* defaults
+
+
+def name_of(extraction: dict[str, Any]) -> str:
+    """An extraction's name in the rows: ``seq2seq.Extraction``'s own."""
+    return seq2seq.Extraction(**extraction).name
 
 
 def model_links(
@@ -92,7 +99,7 @@ def model_rows(
             model, test, gold_set.model_left_to_right, **chosen
         )
     else:
-        rows[f"{label}, mean + Shift-Att"] = model_links(
+        rows[f"{label}, {name_of({'shift': True})}"] = model_links(
             model, test, gold_set.model_left_to_right, shift=True
         )
     record.setdefault("models", {})[label] = info
@@ -103,4 +110,9 @@ def guided_head(model: Any, pairs: Sequence[Pair]) -> list[set[Link]]:
     """The links of the head guided alignment trains (``model.guided_layer`` and
     ``model.guided_head`` at their defaults: the decoder's layer before last, head 0), read
     with Shift-Att, at the step it learned them; the En-Fr twins translate left to right."""
-    return model_links(model, pairs, True, layer=-2, head=0, shift=True)
+    return model_links(model, pairs, True, **GUIDED_HEAD)
+
+
+def guided_head_row(label: str) -> str:
+    """The row of model ``label``'s guided head (``guided_head``'s links)."""
+    return f"{label}, the guided head ({name_of(GUIDED_HEAD)})"

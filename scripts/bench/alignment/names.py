@@ -4,7 +4,6 @@ picture."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from scripts.bench.alignment.gold import GoldSet
 
@@ -57,11 +56,3 @@ def aligner_row(system: str, how: str) -> str:
 def trial_mark(how: str) -> str:
     """What a row's name adds when its symmetrization is the trial set's choice."""
     return "" if how in SHOWN else " (trial's choice)"
-
-
-def name_of(extraction: dict[str, Any]) -> str:
-    where = "mean" if "layer" not in extraction else f"layer {extraction['layer']}"
-    if "head" in extraction:
-        where += f" head {extraction['head']}"
-    where += " + Shift-Att" if extraction.get("shift") else ""
-    return where + (", mutual argmax" if extraction.get("method") == "mutual-argmax" else "")

@@ -126,6 +126,13 @@ def write_doc(results: dict[str, Any], doc: Path, picture: Path, command: str) -
         "models do not, and the fine-tuned rows are those models trained further on the same "
         "sentence pairs (never their links) with `configs/finetune.yaml`.",
         "",
+        "A model's rows name the attention its links are read from as `seq2seq.Extraction` "
+        "does, in the words of `translate --alignment`'s options: the mean over layers and "
+        "heads or `layer L head H` (`--alignment-layer`, `--alignment-head`; -2: the layer "
+        "before last), `+ shift` for Shift-Att (`--alignment-shift`: a word's links read at "
+        "the step that has it as input, Chen et al. 2020), and the rule when it is not argmax "
+        "(`, mutual-argmax`: only pairs that are each other's best match).",
+        "",
     ]
     for name, record in results["sets"].items():
         unseen = ", ".join(f"{lang} {100 * share:.0f}%" for lang, share in record["unseen"].items())
