@@ -269,11 +269,11 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
     guide: list[set[Link]] = []  # eflomal's links of the gold's pairs, trial's first
     eflomal = statistical.get("eflomal")
     if isinstance(eflomal, dict):
-        guide = eflomal["gold pairs"][record["aligner_choice"]["eflomal"]["chosen"]]
+        how = record["aligner_choice"]["eflomal"]["chosen"]
+        guide = eflomal["gold pairs"][how]
     if args.guided_steps and trial:  # the set with a trial set: En-Fr
         if not isinstance(eflomal, dict):
             raise SystemExit(f"guided alignment needs eflomal's links: eflomal is {eflomal}")
-        how = record["aligner_choice"]["eflomal"]["chosen"]
         training = [symmetrize(f, r, how) for f, r in zip(*eflomal["training"], strict=True)]
         systems |= guided_rows(gold_set, test, (trial, trial_gold), args, record, (training, guide))
     if args.reverse and gold_set.reverse_recipe and trial:
@@ -284,8 +284,8 @@ def bench_set(gold_set: GoldSet, args: argparse.Namespace) -> dict[str, Any]:
         systems |= symmetrized_rows(
             gold_set, systems, forward, test, (trial, trial_gold), args, record, guided
         )
-    eflomal = systems.get(aligner_row("eflomal", "grow-diag-final"))
-    baseline = sentence_scores(gold, eflomal) if eflomal is not None else None
+    compared = systems.get(aligner_row("eflomal", "grow-diag-final"))
+    baseline = sentence_scores(gold, compared) if compared is not None else None
     record["systems"] = {
         name: scored(gold, links, None if "eflomal" in name else baseline)
         for name, links in systems.items()
