@@ -23,7 +23,7 @@ import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -337,8 +337,8 @@ class CheckpointModel(TranslationModel):
     def src_lang(self) -> str | None:
         return self.trained.src_lang
 
-    @property
-    def heads(self) -> tuple[int, ...]:
+    @cached_property
+    def heads(self) -> tuple[int, ...]:  # a forward pass: once per model, not per check
         return head_axes(self.trained)
 
     def source_pieces(self, text: str) -> int:

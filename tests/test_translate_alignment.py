@@ -108,6 +108,25 @@ def test_align_each_reads_every_extraction_from_one_forced_decoding(
         model.align_each(sources, targets, [Extraction(layer=9)])
 
 
+def test_a_model_finds_its_attention_heads_once_however_many_extractions_it_checks(
+    trained_transformer, monkeypatch: pytest.MonkeyPatch
+):
+    """The head axes take a forward pass: checking 64 extractions must not take 64."""
+    model = seq2seq.load(trained_transformer)
+    passes = []
+    found = translation_model.head_axes
+
+    def counted(trained):
+        passes.append(trained)
+        return found(trained)
+
+    monkeypatch.setattr(translation_model, "head_axes", counted)
+    tried = [Extraction(layer=layer, shift=shift) for layer in (0, 1) for shift in (False, True)]
+    model.align_each(["forty-two"], ["zweiundvierzig"], tried)
+    model.align_each(["forty-two"], ["zweiundvierzig"], tried)
+    assert model.heads == found(model.trained) and len(passes) == 1
+
+
 def test_the_alignment_options_choose_the_map_and_step_the_links_are_read_from(
     trained_transformer, run_here
 ):
