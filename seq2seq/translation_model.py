@@ -42,7 +42,12 @@ from seq2seq.inspection.collect import (
     reference_attention,
     translation_attention,
 )
-from seq2seq.inspection.extraction import MEAN_ARGMAX, Extraction, extracted_links
+from seq2seq.inspection.extraction import (
+    MEAN_ARGMAX,
+    Extraction,
+    extracted_links,
+    extracted_links_each,
+)
 from seq2seq.inspection.maps import check_layer_choice
 from seq2seq.inspection.sentence import AttentionMaps, attention_of
 from seq2seq.inspection.word_alignments import Method
@@ -404,8 +409,9 @@ class CheckpointModel(TranslationModel):
             self.max_tokens,
         )  # fmt: skip
         for sentence in stream:
-            for found, extraction in zip(links, extractions, strict=True):
-                found[pairs[sentence.index]] = extracted_links(sentence, extraction)
+            each = extracted_links_each(sentence, extractions)
+            for found, sentence_links in zip(links, each, strict=True):
+                found[pairs[sentence.index]] = sentence_links
         return links
 
     def attention(

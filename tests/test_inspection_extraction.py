@@ -7,8 +7,14 @@ import pytest
 import torch
 
 from seq2seq.common.errors import Seq2SeqError
+from seq2seq.inspection import extraction as extraction_module
 from seq2seq.inspection.collect import SentenceAttention
-from seq2seq.inspection.extraction import MEAN_ARGMAX, Extraction, extracted_links
+from seq2seq.inspection.extraction import (
+    MEAN_ARGMAX,
+    Extraction,
+    extracted_links,
+    extracted_links_each,
+)
 
 SOURCE = ["▁a", "▁b", "▁c", "</s>"]  # 3 words + EOS
 TARGET = ["▁x", "▁y", "▁z", "</s>"]
@@ -74,3 +80,27 @@ def test_names_say_the_choice():
     assert MEAN_ARGMAX.name == "mean"
     assert Extraction(layer=2, head=1, shift=True).name == "layer 2 head 1 + shift"
     assert Extraction(method="threshold", threshold=0.2).name == "mean, threshold 0.2"
+
+
+def test_extractions_that_share_a_map_build_it_once(monkeypatch: pytest.MonkeyPatch):
+    """Each extraction gets extracted_links' links; argmax and mutual argmax of one layer,
+    head and step read one word map."""
+    weights = peaked([2, 0, 1, 2])
+    weights[1] = torch.tensor([0.4, 0.35, 0.2, 0.05])  # x's best source is a, a's best is y
+    tried = [
+        Extraction(method=method, shift=shift)
+        for shift in (False, True)
+        for method in ("argmax", "mutual-argmax", "threshold")
+    ]
+    expected = [extracted_links(sentence(weights), extraction) for extraction in tried]
+    assert len({str(links) for links in expected}) > 2  # the rules and steps differ here
+    built = []
+    word_map = extraction_module.extracted_word_map
+
+    def counted(attention, extraction):
+        built.append(extraction.shift)
+        return word_map(attention, extraction)
+
+    monkeypatch.setattr(extraction_module, "extracted_word_map", counted)
+    assert extracted_links_each(sentence(weights), tried) == expected
+    assert built == [False, True]

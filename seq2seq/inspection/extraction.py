@@ -17,6 +17,7 @@ merges them. Shapes: Tw target words, Sw source words.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torch import Tensor
@@ -61,5 +62,20 @@ def extracted_links(
     sentence: SentenceAttention, extraction: Extraction = MEAN_ARGMAX
 ) -> list[Link]:
     """The links (source word, target word) ``extraction`` reads, sorted."""
-    word_map = extracted_word_map(sentence, extraction)
-    return sorted(extract_links(word_map, extraction.method, extraction.threshold))
+    return extracted_links_each(sentence, [extraction])[0]
+
+
+def extracted_links_each(
+    sentence: SentenceAttention, extractions: Sequence[Extraction]
+) -> list[list[Link]]:
+    """``extracted_links`` of each of ``extractions``, each word map built once: extractions
+    that differ only in their rule (argmax, mutual argmax, threshold) read the same map."""
+    word_maps: dict[tuple[int | None, int | None, bool], Tensor] = {}
+    found = []
+    for extraction in extractions:
+        where = (extraction.layer, extraction.head, extraction.shift)
+        if where not in word_maps:
+            word_maps[where] = extracted_word_map(sentence, extraction)
+        links = extract_links(word_maps[where], extraction.method, extraction.threshold)
+        found.append(sorted(links))
+    return found
